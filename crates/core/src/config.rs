@@ -1,0 +1,306 @@
+//! `fairway.toml`: the site's Fairway settings, kept beside `slurm.conf`.
+//!
+//! Every key has a default, so an absent file means "Fairway's terms off": the
+//! priority plugin then computes what `priority/multifactor` computes. Errors name the
+//! file, line, column and dotted key, and say why, e.g.
+//! `/etc/slurm/fairway.toml:4:8: priority.max_wait: invalid time "2 days": ...`.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer};
+use toml::de::{DeTable, DeValue};
+
+/// The name Fairway looks for in `slurm.conf`'s directory.
+pub const FILE_NAME: &str = "fairway.toml";
+
+/// Where `fairway.toml` lives for a given `slurm.conf`: the same directory.
+pub fn path_beside(slurm_conf: &Path) -> PathBuf {
+    slurm_conf.parent().unwrap_or_else(|| Path::new("/")).join(FILE_NAME)
+}
+
+/// The whole of `fairway.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `[priority]`: Fairway's own priority terms. All off by default.
+    pub priority: PriorityConfig,
+    /// `[predictor]`: the runtime predictor behind the predicted-work term.
+    pub predictor: PredictorConfig,
+}
+
+/// `[priority]`: weights of Fairway's terms, added to multifactor's factors.
+///
+/// These keys are accepted and validated now; the terms they weigh are computed once
+/// the priority issue lands (see README, "Status").
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PriorityConfig {
+    /// Weight of "less predicted remaining GPU-time ranks higher" (0 = off).
+    pub weight_predicted_work: u32,
+    /// Weight of deadline / SLA urgency (0 = off).
+    pub weight_deadline: u32,
+    /// After this long pending, a job rises to the top of its partition's tier.
+    /// Slurm time syntax (`2-00:00:00`); absent = no starvation bound.
+    #[serde(default, deserialize_with = "slurm_time_opt")]
+    pub max_wait: Option<Seconds>,
+}
+
+/// `[predictor]`: how runtime predictions are made and kept.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PredictorConfig {
+    /// The quantile of runtime predicted, in [0.5, 0.999]: higher means rarer
+    /// under-prediction and looser estimates.
+    pub quantile: Quantile,
+    /// Predictor history; relative paths are relative to `StateSaveLocation`.
+    pub state_file: PathBuf,
+}
+
+impl Default for PredictorConfig {
+    fn default() -> Self {
+        Self { quantile: Quantile(0.9), state_file: PathBuf::from("fairway-predictor.json") }
+    }
+}
+
+/// A duration in whole seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Seconds(pub u64);
+
+/// A quantile in [0.5, 0.999].
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Quantile(f64);
+
+impl Quantile {
+    /// The accepted range, both ends included.
+    pub const RANGE: (f64, f64) = (0.5, 0.999);
+
+    /// The quantile as a probability.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Quantile {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let q = f64::deserialize(d)?;
+        let (lo, hi) = Self::RANGE;
+        if !(lo..=hi).contains(&q) {
+            return Err(serde::de::Error::custom(format!(
+                "{q} is out of range: a quantile must be between {lo} and {hi}"
+            )));
+        }
+        Ok(Self(q))
+    }
+}
+
+/// Longest `max_wait` accepted: a year. Anything longer is a typo, not a policy.
+const MAX_WAIT_LIMIT: u64 = 365 * 24 * 3600;
+
+fn slurm_time_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Seconds>, D::Error> {
+    let text = String::deserialize(d)?;
+    let secs = crate::time::parse_duration(&text).map_err(serde::de::Error::custom)?;
+    if secs == 0 || secs > MAX_WAIT_LIMIT {
+        return Err(serde::de::Error::custom(format!(
+            "`{text}` is out of range: use between 1 second and 365-00:00:00"
+        )));
+    }
+    Ok(Some(Seconds(secs)))
+}
+
+/// A `fairway.toml` that could not be used.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file exists but could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or a key is unknown, mistyped or out of range.
+    Invalid(Box<Invalid>),
+}
+
+/// Where and why a `fairway.toml` is invalid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line of the offending text.
+    pub line: usize,
+    /// 1-based column of the offending text.
+    pub column: usize,
+    /// Dotted key (`priority.max_wait`), when the error is about one.
+    pub key: Option<String>,
+    /// What is wrong, in TOML's or Fairway's words.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Read { path, source } => write!(f, "cannot read {}: {source}", path.display()),
+            Self::Invalid(i) => {
+                write!(f, "{}:{}:{}: ", i.path.display(), i.line, i.column)?;
+                if let Some(key) = &i.key {
+                    write!(f, "key `{key}`: ")?;
+                }
+                f.write_str(&i.message)
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Read { source, .. } => Some(source),
+            Self::Invalid(_) => None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates `path`. A missing file is not an error: it yields the
+    /// defaults, and `Ok(None)` tells the caller so it can say so in its log.
+    pub fn load(path: &Path) -> Result<Option<Self>, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, path).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(ConfigError::Read { path: path.to_path_buf(), source }),
+        }
+    }
+
+    /// Parses `text`; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            let (line, column) = line_col(text, span.start);
+            let key = DeTable::parse(text).ok().and_then(|t| key_at(t.get_ref(), span.start, ""));
+            // toml's message may already end in a newline; keep one line per error.
+            let message = e.message().trim().to_string();
+            ConfigError::Invalid(Box::new(Invalid { path: path.to_path_buf(), line, column, key, message }))
+        })
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+fn contains(span: &Range<usize>, pos: usize) -> bool {
+    span.start <= pos && pos < span.end.max(span.start + 1)
+}
+
+/// The deepest dotted key whose key or value text covers byte `pos`.
+fn key_at(table: &DeTable<'_>, pos: usize, prefix: &str) -> Option<String> {
+    for (k, v) in table {
+        let dotted = if prefix.is_empty() { k.get_ref().to_string() } else { format!("{prefix}.{}", k.get_ref()) };
+        if let DeValue::Table(inner) = v.get_ref() {
+            if let Some(deeper) = key_at(inner, pos, &dotted) {
+                return Some(deeper);
+            }
+        }
+        if contains(&k.span(), pos) || contains(&v.span(), pos) {
+            return Some(dotted);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(text: &str) -> Invalid {
+        match Config::parse(text, Path::new("/etc/slurm/fairway.toml")) {
+            Err(ConfigError::Invalid(i)) => *i,
+            other => panic!("expected an invalid config, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        let c = Config::parse("", Path::new("x")).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.predictor.quantile.get(), 0.9);
+        assert_eq!(c.priority.max_wait, None);
+    }
+
+    #[test]
+    fn full_file_parses() {
+        let c = Config::parse(
+            "[priority]\nweight_predicted_work = 1000\nweight_deadline = 50\nmax_wait = \"2-00:00:00\"\n\
+             [predictor]\nquantile = 0.95\nstate_file = \"/var/lib/fairway/p.json\"\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(c.priority.weight_predicted_work, 1000);
+        assert_eq!(c.priority.max_wait, Some(Seconds(2 * 86400)));
+        assert_eq!(c.predictor.quantile.get(), 0.95);
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let i = invalid("# site policy\n[priority]\nweight_deadline = 5\nweight_bogus = 1\n");
+        assert_eq!((i.line, i.key.as_deref()), (4, Some("priority.weight_bogus")));
+        assert!(i.message.contains("unknown field `weight_bogus`"), "{}", i.message);
+        let shown = ConfigError::Invalid(Box::new(i)).to_string();
+        assert!(shown.starts_with("/etc/slurm/fairway.toml:4:1: key `priority.weight_bogus`: "), "{shown}");
+    }
+
+    #[test]
+    fn unknown_section_is_reported() {
+        let i = invalid("[prioritee]\nweight_deadline = 5\n");
+        assert_eq!((i.line, i.key.as_deref()), (1, Some("prioritee")));
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        let i = invalid("[priority]\n\nweight_deadline = \"high\"\n");
+        assert_eq!((i.line, i.key.as_deref()), (3, Some("priority.weight_deadline")));
+        assert!(i.message.contains("u32"), "{}", i.message);
+    }
+
+    #[test]
+    fn negative_weight_is_rejected() {
+        let i = invalid("[priority]\nweight_predicted_work = -3\n");
+        assert_eq!((i.line, i.key.as_deref()), (2, Some("priority.weight_predicted_work")));
+    }
+
+    #[test]
+    fn out_of_range_values_say_the_range() {
+        let i = invalid("[predictor]\nquantile = 1.5\n");
+        assert_eq!((i.line, i.key.as_deref()), (2, Some("predictor.quantile")));
+        assert!(i.message.contains("between 0.5 and 0.999"), "{}", i.message);
+
+        let i = invalid("[priority]\nmax_wait = \"400-00:00:00\"\n");
+        assert_eq!(i.key.as_deref(), Some("priority.max_wait"));
+        assert!(i.message.contains("out of range"), "{}", i.message);
+    }
+
+    #[test]
+    fn bad_time_syntax_is_explained() {
+        let i = invalid("[priority]\nmax_wait = \"2 days\"\n");
+        assert_eq!((i.line, i.column), (2, 12));
+        assert!(i.message.contains("days-hours:minutes:seconds"), "{}", i.message);
+    }
+
+    #[test]
+    fn syntax_error_has_a_position() {
+        let i = invalid("[priority\nweight_deadline = 5\n");
+        assert_eq!(i.line, 1);
+    }
+
+    #[test]
+    fn missing_file_means_defaults() {
+        assert!(Config::load(Path::new("/nonexistent/fairway.toml")).unwrap().is_none());
+        assert_eq!(path_beside(Path::new("/etc/slurm/slurm.conf")), Path::new("/etc/slurm/fairway.toml"));
+    }
+}

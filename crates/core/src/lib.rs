@@ -1,0 +1,24 @@
+//! Fairway's policy, shared by the Slurm plugins, the simulator and the CLI.
+//!
+//! Nothing here knows about Slurm's C types: the plugins in `plugins/*` translate
+//! Slurm structs into these types and back, so that every rule is written once and
+//! the simulator runs exactly what `slurmctld` runs.
+//!
+//! # Brief overview
+//! - [`config`]: `fairway.toml`, parsed into typed structs and validated with
+//!   messages that name the file, line and key.
+//! - [`time`]: Slurm's time-limit syntax (`days-hours:minutes:seconds`).
+//! - [`fairshare`]: fair-share arithmetic shared by the priority plugin and `sshare`.
+//! - [`priority`]: job priority.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod fairshare;
+pub mod priority;
+pub mod time;
+
+pub use config::{Config, ConfigError};
+
+/// Fairway's own version, logged by every plugin at load time.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

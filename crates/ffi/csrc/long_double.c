@@ -1,0 +1,12 @@
+/*
+ * Slurm passes x87 `long double`s to priority_p_calc_fs_factor(). Rust has no f80 and
+ * passes u128 in integer registers, so the exported Rust symbol is a naked jump to this
+ * function, which converts the arguments and calls back into Rust with doubles.
+ */
+extern double fairway_calc_fs_factor(double usage_efctv, double shares_norm);
+
+__attribute__((visibility("hidden")))
+double fairway_calc_fs_factor_ld(long double usage_efctv, long double shares_norm)
+{
+	return fairway_calc_fs_factor((double) usage_efctv, (double) shares_norm);
+}

@@ -1,0 +1,47 @@
+//! Where Fairway's configuration is, and reading Slurm's.
+
+use std::ffi::CStr;
+use std::path::PathBuf;
+
+use fairway_core::config::{self, Config, ConfigError};
+
+/// `slurm.conf` of this process: the path Slurm read (`slurm_conf.slurm_conf`), else
+/// `$SLURM_CONF`, else Debian's default.
+pub fn slurm_conf_path() -> PathBuf {
+    // SAFETY: `slurm_conf` is libslurmfull's global, initialised before any plugin is
+    // loaded; `slurm_conf.slurm_conf` is NULL or a NUL-terminated path that lives as long
+    // as the configuration. We only read it.
+    let from_slurm = unsafe {
+        let p = (*std::ptr::addr_of!(slurm_sys::slurm_conf)).slurm_conf;
+        (!p.is_null()).then(|| PathBuf::from(CStr::from_ptr(p).to_string_lossy().into_owned()))
+    };
+    from_slurm
+        .or_else(|| std::env::var_os("SLURM_CONF").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))
+}
+
+/// `fairway.toml` beside `slurm.conf`.
+pub fn fairway_toml_path() -> PathBuf {
+    config::path_beside(&slurm_conf_path())
+}
+
+/// Loads `fairway.toml`, logging where it came from. A missing file yields defaults.
+pub fn load() -> Result<Config, ConfigError> {
+    let path = fairway_toml_path();
+    match Config::load(&path)? {
+        Some(c) => {
+            tracing::info!("loaded {}", path.display());
+            Ok(c)
+        }
+        None => {
+            tracing::info!("{} not found: Fairway's terms are off (defaults)", path.display());
+            Ok(Config::default())
+        }
+    }
+}
+
+/// `FairShareDampeningFactor` from slurm.conf.
+pub fn fs_dampening_factor() -> u16 {
+    // SAFETY: plain read of an integer field of the initialised global config.
+    unsafe { (*std::ptr::addr_of!(slurm_sys::slurm_conf)).fs_dampening_factor }
+}

@@ -1,0 +1,92 @@
+//! Safe views of Slurm's job structs, borrowed for one callback.
+
+use std::borrow::Cow;
+use std::ffi::CStr;
+use std::os::raw::c_char;
+
+fn opt_str<'a>(p: *const c_char) -> Option<Cow<'a, str>> {
+    // SAFETY: callers pass fields of a struct Slurm keeps alive for the callback; each is
+    // NULL or NUL-terminated.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy())
+}
+
+/// A job submission or update request (`job_desc_msg_t`), as `sbatch` sent it.
+pub struct JobDesc<'a>(&'a mut slurm_sys::job_desc_msg_t);
+
+impl<'a> JobDesc<'a> {
+    /// Wraps the pointer Slurm passed to `job_submit` / `job_modify`.
+    ///
+    /// # Safety
+    /// `p` must be NULL or a valid `job_desc_msg_t` not used elsewhere during `'a`.
+    pub unsafe fn from_ptr(p: *mut slurm_sys::job_desc_msg_t) -> Option<Self> {
+        // SAFETY: per the contract.
+        unsafe { p.as_mut() }.map(Self)
+    }
+
+    /// `--comment`.
+    pub fn comment(&self) -> Option<Cow<'_, str>> {
+        opt_str(self.0.comment)
+    }
+
+    /// `--job-name`.
+    pub fn name(&self) -> Option<Cow<'_, str>> {
+        opt_str(self.0.name)
+    }
+
+    /// `--partition`, if the user gave one.
+    pub fn partition(&self) -> Option<Cow<'_, str>> {
+        opt_str(self.0.partition)
+    }
+
+    /// `--qos`, if the user gave one.
+    pub fn qos(&self) -> Option<Cow<'_, str>> {
+        opt_str(self.0.qos)
+    }
+
+    /// The uid the job will run as.
+    pub fn user_id(&self) -> u32 {
+        self.0.user_id
+    }
+}
+
+/// A job known to `slurmctld` (`job_record_t`). Only with the `internal` feature.
+#[cfg(feature = "internal")]
+pub struct JobRecord<'a>(&'a mut slurm_sys::job_record_t);
+
+#[cfg(feature = "internal")]
+impl<'a> JobRecord<'a> {
+    /// Wraps the pointer Slurm passed to a callback.
+    ///
+    /// # Safety
+    /// `p` must be NULL or a valid `job_record_t` that the caller's slurmctld locks
+    /// protect for `'a`.
+    pub unsafe fn from_ptr(p: *mut slurm_sys::job_record_t) -> Option<Self> {
+        // SAFETY: per the contract.
+        unsafe { p.as_mut() }.map(Self)
+    }
+
+    /// The job id.
+    pub fn job_id(&self) -> u32 {
+        self.0.job_id
+    }
+
+    /// The current priority (0 = held).
+    pub fn priority(&self) -> u32 {
+        self.0.priority
+    }
+
+    /// Whether an admin (or a plugin) set the priority directly (`scontrol update
+    /// Priority=`), which priority plugins must leave alone.
+    pub fn direct_set_prio(&self) -> bool {
+        self.0.direct_set_prio != 0
+    }
+
+    /// `--nice`, without Slurm's `NICE_OFFSET` (positive = lower priority).
+    pub fn nice(&self) -> i64 {
+        // SAFETY: `details` is NULL or valid for the job's lifetime.
+        match unsafe { self.0.details.as_ref() } {
+            Some(d) => i64::from(d.nice) - i64::from(slurm_sys::NICE_OFFSET),
+            None => 0,
+        }
+    }
+}

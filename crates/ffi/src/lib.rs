@@ -1,0 +1,44 @@
+//! The one crate where Fairway meets Slurm's C ABI.
+//!
+//! Plugins under `plugins/` are thin shells: one macro call plus one trait impl. This
+//! crate supplies what every shell needs and nothing policy-related (that lives in
+//! `fairway-core`):
+//!
+//! - [`guard`]: every exported function runs inside it; a panic becomes an error
+//!   return and a log line, never an unwind into Slurm.
+//! - [`log`]: `tracing` events go to Slurm's own log (`slurmctld.log`), levels mapped,
+//!   prefixed with the plugin type.
+//! - [`SlurmString`]: strings allocated by Slurm's `xmalloc`, for anything Slurm frees.
+//! - [`sym`]: run-time lookup of symbols only `slurmctld` exports, so the same plugin
+//!   also loads in `sshare` and test programs.
+//! - [`conf`]: where `fairway.toml` is (beside `slurm.conf`) and loading it.
+//! - [`plugin`]: the `plugin_name` / `plugin_type` / `plugin_version` symbols and one
+//!   macro per plugin type ([`priority_plugin!`], [`job_submit_plugin!`]).
+//!
+//! All hand-written `unsafe` in Fairway is in this crate; each block says why it holds.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod conf;
+pub mod guard;
+pub mod job;
+pub mod log;
+pub mod plugin;
+mod string;
+pub mod sym;
+
+pub use guard::guard;
+pub use string::SlurmString;
+
+#[doc(hidden)]
+pub mod __private {
+    //! Re-exports the plugin macros expand to; not an API.
+    pub use libc;
+    pub use slurm_sys;
+    pub use tracing;
+}
+
+/// `SLURM_SUCCESS`.
+pub const SLURM_SUCCESS: i32 = slurm_sys::SLURM_SUCCESS as i32;
+/// `SLURM_ERROR`.
+pub const SLURM_ERROR: i32 = slurm_sys::SLURM_ERROR;

@@ -1,0 +1,418 @@
+//! Plugin symbols and one macro per plugin type.
+//!
+//! A plugin crate is one macro call plus one trait impl:
+//!
+//! ```ignore
+//! fairway_ffi::job_submit_plugin!(name: "Fairway job_submit plugin", type: "job_submit/fairway", impl: Rules);
+//! ```
+//!
+//! The macros emit `plugin_name`, `plugin_type`, `plugin_version` (from the headers'
+//! `SLURM_VERSION_NUMBER`, never typed in), `init`, `fini` and the `<type>_p_<op>`
+//! functions of the installed Slurm's ABI, each body inside [`crate::guard`].
+
+use std::sync::RwLock;
+
+use fairway_core::Config;
+
+use crate::job::JobDesc;
+#[cfg(feature = "internal")]
+use crate::job::JobRecord;
+
+/// Copies `s` into a NUL-terminated byte array, at compile time. Slurm reads
+/// `plugin_name` and `plugin_type` as `char[]`, so they must be arrays, not pointers.
+pub const fn c_array<const N: usize>(s: &str) -> [u8; N] {
+    let b = s.as_bytes();
+    assert!(b.len() + 1 == N, "array must be the string plus its NUL");
+    let mut out = [0u8; N];
+    let mut i = 0;
+    while i < b.len() {
+        assert!(b[i] != 0, "plugin strings cannot contain NUL");
+        out[i] = b[i];
+        i += 1;
+    }
+    out
+}
+
+/// The plugin instance behind the exported functions, set by `init`, cleared by `fini`.
+pub struct Slot<P>(RwLock<Option<P>>);
+
+impl<P> Slot<P> {
+    /// An empty slot.
+    pub const fn new() -> Self {
+        Self(RwLock::new(None))
+    }
+
+    /// Installs the instance made by `init`.
+    pub fn set(&self, p: P) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(p);
+    }
+
+    /// Drops the instance (from `fini`).
+    pub fn clear(&self) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Runs `f` on the instance, or returns `None` if `init` has not succeeded.
+    pub fn with<R>(&self, f: impl FnOnce(&P) -> R) -> Option<R> {
+        // A poisoned lock only means an earlier callback panicked (and was guarded);
+        // the instance itself is still consistent, so keep serving.
+        let g = self.0.read().unwrap_or_else(|e| e.into_inner());
+        g.as_ref().map(f)
+    }
+}
+
+impl<P> Default for Slot<P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What `init` logs: plugin, Fairway and Slurm versions, and the host process.
+pub fn announce(plugin_type: &str) {
+    let process = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+    tracing::info!(
+        "Fairway {} loaded in {}, built for Slurm {}",
+        fairway_core::VERSION,
+        process.trim(),
+        slurm_sys::SLURM_VERSION
+    );
+    let _ = plugin_type;
+}
+
+/// Loads `fairway.toml` and builds the plugin, or logs why not.
+pub fn init_with<P>(slot: &Slot<P>, make: impl FnOnce(Config) -> Result<P, String>) -> i32 {
+    let config = match crate::conf::load() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("{e}");
+            tracing::error!("fix fairway.toml (check it with `fairway check-config`) and restart");
+            return crate::SLURM_ERROR;
+        }
+    };
+    match make(config) {
+        Ok(p) => {
+            slot.set(p);
+            crate::SLURM_SUCCESS
+        }
+        Err(e) => {
+            tracing::error!("init failed: {e}");
+            crate::SLURM_ERROR
+        }
+    }
+}
+
+/// Test-only fault injection: a job comment containing `fairway-test:panic` panics
+/// inside the callback, to prove the guard holds in a real daemon.
+#[doc(hidden)]
+pub fn inject_fault(comment: Option<&str>) {
+    if cfg!(feature = "fault-injection") && comment.is_some_and(|c| c.contains("fairway-test:panic")) {
+        panic!("fault injected by job comment");
+    }
+}
+
+/// A submission refused, with the code Slurm returns and the message the user sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// An `ESLURM_*` code: `sbatch` prints its text after the message.
+    pub rc: i32,
+    /// One or more lines for the user, e.g. what to ask for instead.
+    pub message: String,
+}
+
+/// What a `job_submit` rule decided: accepted (with an optional note for the user) or
+/// rejected.
+pub type Verdict = Result<Option<String>, Rejection>;
+
+/// The operations of a `job_submit` plugin.
+pub trait JobSubmit: Sized + Send + Sync + 'static {
+    /// Builds the plugin from `fairway.toml` when `slurmctld` loads it.
+    fn init(config: Config) -> Result<Self, String>;
+
+    /// Called for every new job (`sbatch`, `srun`, `salloc`) before Slurm's own
+    /// checks; may change `job`. Runs concurrently from 23.02 on.
+    fn submit(&self, job: &mut JobDesc<'_>, submit_uid: u32) -> Verdict;
+
+    /// Called for `scontrol update job` on a pending job; the same rules must hold.
+    fn modify(&self, job: &mut JobDesc<'_>, submit_uid: u32) -> Verdict;
+}
+
+/// Runs a `job_submit`/`job_modify` verdict through to Slurm's return code and message.
+///
+/// # Safety
+/// `desc` must be NULL or valid for the call; `err_msg` NULL or a Slurm `char **`.
+#[doc(hidden)]
+pub unsafe fn run_job_submit<P: JobSubmit>(
+    slot: &Slot<P>,
+    desc: *mut slurm_sys::job_desc_msg_t,
+    submit_uid: u32,
+    err_msg: *mut *mut std::os::raw::c_char,
+    modify: bool,
+) -> i32 {
+    // SAFETY: per the contract.
+    let Some(mut job) = (unsafe { JobDesc::from_ptr(desc) }) else {
+        return crate::SLURM_ERROR;
+    };
+    inject_fault(job.comment().as_deref());
+    let verdict = slot.with(|p| if modify { p.modify(&mut job, submit_uid) } else { p.submit(&mut job, submit_uid) });
+    match verdict {
+        None => crate::SLURM_SUCCESS, // not initialised: never block submissions on our account
+        Some(Ok(note)) => {
+            if let Some(note) = note {
+                // SAFETY: per the contract.
+                unsafe { crate::string::replace_slurm_str(err_msg, &note) };
+            }
+            crate::SLURM_SUCCESS
+        }
+        Some(Err(r)) => {
+            // SAFETY: per the contract.
+            unsafe { crate::string::replace_slurm_str(err_msg, &r.message) };
+            r.rc
+        }
+    }
+}
+
+/// The operations of a priority plugin (`PriorityType=priority/...`).
+#[cfg(feature = "internal")]
+pub trait Priority: Sized + Send + Sync + 'static {
+    /// Builds the plugin. `in_slurmctld` is false in clients such as `sshare`, which
+    /// load the plugin only to call [`Priority::calc_fs_factor`].
+    fn init(config: Config, in_slurmctld: bool) -> Result<Self, String>;
+
+    /// The job's new priority (job write lock held). Never 0 for a runnable job.
+    fn set(&self, last_prio: u32, job: &mut JobRecord<'_>) -> u32;
+
+    /// `scontrol reconfigure`; `assoc_clear` means association usage was reset.
+    fn reconfig(&self, _assoc_clear: bool) {}
+
+    /// Classic fair-share factor from effective usage and normalised shares.
+    fn calc_fs_factor(&self, usage_efctv: f64, shares_norm: f64) -> f64;
+
+    /// A job ended (job write lock held).
+    fn job_end(&self, _job: &mut JobRecord<'_>) {}
+}
+
+/// Emits `plugin_name`, `plugin_type` and `plugin_version`.
+#[macro_export]
+macro_rules! plugin_symbols {
+    (name: $name:literal, type: $type:literal) => {
+        /// Required by Slurm's plugin loader.
+        #[no_mangle]
+        #[used]
+        #[allow(non_upper_case_globals)]
+        pub static plugin_name: [u8; $name.len() + 1] = $crate::plugin::c_array($name);
+        /// Required by Slurm's plugin loader; also names the file (`type_name.so`).
+        #[no_mangle]
+        #[used]
+        #[allow(non_upper_case_globals)]
+        pub static plugin_type: [u8; $type.len() + 1] = $crate::plugin::c_array($type);
+        /// Must equal the loading Slurm's version on major.minor.micro.
+        #[no_mangle]
+        #[used]
+        #[allow(non_upper_case_globals)]
+        pub static plugin_version: u32 = $crate::__private::slurm_sys::SLURM_VERSION_NUMBER;
+    };
+}
+
+/// Exports a `job_submit` plugin backed by a [`JobSubmit`] impl.
+#[macro_export]
+macro_rules! job_submit_plugin {
+    (name: $name:literal, type: $type:literal, impl: $ty:ty) => {
+        $crate::plugin_symbols!(name: $name, type: $type);
+
+        static FAIRWAY_PLUGIN: $crate::plugin::Slot<$ty> = $crate::plugin::Slot::new();
+
+        /// Called by Slurm after loading the plugin.
+        #[no_mangle]
+        pub extern "C" fn init() -> ::std::os::raw::c_int {
+            $crate::guard("init", $crate::SLURM_ERROR, || {
+                $crate::log::init($type);
+                $crate::plugin::announce($type);
+                $crate::plugin::init_with(&FAIRWAY_PLUGIN, <$ty as $crate::plugin::JobSubmit>::init)
+            })
+        }
+
+        /// Called by Slurm before unloading the plugin.
+        #[no_mangle]
+        pub extern "C" fn fini() -> ::std::os::raw::c_int {
+            $crate::guard("fini", $crate::SLURM_ERROR, || {
+                FAIRWAY_PLUGIN.clear();
+                $crate::SLURM_SUCCESS
+            })
+        }
+
+        /// `job_submit_g_submit()`.
+        #[no_mangle]
+        pub unsafe extern "C" fn job_submit(
+            job_desc: *mut $crate::__private::slurm_sys::job_desc_msg_t,
+            submit_uid: u32,
+            err_msg: *mut *mut ::std::os::raw::c_char,
+        ) -> ::std::os::raw::c_int {
+            $crate::guard("job_submit", $crate::SLURM_ERROR, || {
+                // SAFETY: Slurm passes a valid job_desc and err_msg for this call.
+                unsafe { $crate::plugin::run_job_submit(&FAIRWAY_PLUGIN, job_desc, submit_uid, err_msg, false) }
+            })
+        }
+
+        $crate::__job_modify!($ty);
+    };
+}
+
+/// `job_modify` of Slurm 22.05 (no err_msg). Defined per version here because a cfg
+/// inside an exported macro would be evaluated in the plugin crate.
+#[cfg(not(slurm_ge_23_02))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __job_modify {
+    ($ty:ty) => {
+        /// `job_submit_g_modify()` (22.05: no err_msg).
+        #[no_mangle]
+        pub unsafe extern "C" fn job_modify(
+            job_desc: *mut $crate::__private::slurm_sys::job_desc_msg_t,
+            _job_ptr: *mut ::std::os::raw::c_void,
+            submit_uid: u32,
+        ) -> ::std::os::raw::c_int {
+            $crate::guard("job_modify", $crate::SLURM_ERROR, || {
+                // SAFETY: Slurm passes a valid job_desc for this call.
+                unsafe {
+                    $crate::plugin::run_job_submit(&FAIRWAY_PLUGIN, job_desc, submit_uid, ::std::ptr::null_mut(), true)
+                }
+            })
+        }
+    };
+}
+
+/// `job_modify` of Slurm 23.02 and later (with err_msg).
+#[cfg(slurm_ge_23_02)]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __job_modify {
+    ($ty:ty) => {
+        /// `job_submit_g_modify()` (23.02+: with err_msg).
+        #[no_mangle]
+        pub unsafe extern "C" fn job_modify(
+            job_desc: *mut $crate::__private::slurm_sys::job_desc_msg_t,
+            _job_ptr: *mut ::std::os::raw::c_void,
+            submit_uid: u32,
+            err_msg: *mut *mut ::std::os::raw::c_char,
+        ) -> ::std::os::raw::c_int {
+            $crate::guard("job_modify", $crate::SLURM_ERROR, || {
+                // SAFETY: Slurm passes a valid job_desc and err_msg for this call.
+                unsafe { $crate::plugin::run_job_submit(&FAIRWAY_PLUGIN, job_desc, submit_uid, err_msg, true) }
+            })
+        }
+    };
+}
+
+#[cfg(feature = "internal")]
+extern "C" {
+    /// The C shim (csrc/long_double.c) that receives `long double`s.
+    #[doc(hidden)]
+    pub fn fairway_calc_fs_factor_ld();
+}
+
+/// Exports a priority plugin backed by a [`Priority`] impl (Slurm 22.05 ABI).
+#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+#[macro_export]
+macro_rules! priority_plugin {
+    (name: $name:literal, type: $type:literal, impl: $ty:ty) => {
+        $crate::plugin_symbols!(name: $name, type: $type);
+
+        static FAIRWAY_PLUGIN: $crate::plugin::Slot<$ty> = $crate::plugin::Slot::new();
+
+        /// Called by Slurm after loading the plugin (slurmctld, and sshare).
+        #[no_mangle]
+        pub extern "C" fn init() -> ::std::os::raw::c_int {
+            $crate::guard("init", $crate::SLURM_ERROR, || {
+                $crate::log::init($type);
+                $crate::plugin::announce($type);
+                let in_ctld = $crate::sym::in_slurmctld();
+                $crate::plugin::init_with(&FAIRWAY_PLUGIN, |c| <$ty as $crate::plugin::Priority>::init(c, in_ctld))
+            })
+        }
+
+        /// Called by Slurm before unloading the plugin.
+        #[no_mangle]
+        pub extern "C" fn fini() -> ::std::os::raw::c_int {
+            $crate::guard("fini", $crate::SLURM_ERROR, || {
+                FAIRWAY_PLUGIN.clear();
+                $crate::SLURM_SUCCESS
+            })
+        }
+
+        /// `priority_g_set()`: job write lock held.
+        #[no_mangle]
+        pub unsafe extern "C" fn priority_p_set(
+            last_prio: u32,
+            job_ptr: *mut $crate::__private::slurm_sys::job_record_t,
+        ) -> u32 {
+            // A panic leaves the job runnable at the lowest priority rather than held.
+            $crate::guard("priority_p_set", 1, || {
+                // SAFETY: Slurm holds the job write lock and passes a valid job.
+                let Some(mut job) = (unsafe { $crate::job::JobRecord::from_ptr(job_ptr) }) else { return 1 };
+                FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::set(p, last_prio, &mut job)).unwrap_or(1)
+            })
+        }
+
+        /// `priority_g_reconfig()`.
+        #[no_mangle]
+        pub extern "C" fn priority_p_reconfig(assoc_clear: bool) {
+            $crate::guard("priority_p_reconfig", (), || {
+                FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::reconfig(p, assoc_clear));
+            })
+        }
+
+        /// `priority_g_set_assoc_usage()`: association usage is computed by the decay
+        /// logic of the priority issue; nothing to do yet.
+        #[no_mangle]
+        pub extern "C" fn priority_p_set_assoc_usage(_assoc: *mut ::std::os::raw::c_void) {}
+
+        /// Called from C (csrc/long_double.c) with the `long double`s converted.
+        #[no_mangle]
+        pub extern "C" fn fairway_calc_fs_factor(usage_efctv: f64, shares_norm: f64) -> f64 {
+            $crate::guard("priority_p_calc_fs_factor", 0.0, || {
+                FAIRWAY_PLUGIN
+                    .with(|p| <$ty as $crate::plugin::Priority>::calc_fs_factor(p, usage_efctv, shares_norm))
+                    .unwrap_or(0.0)
+            })
+        }
+
+        /// `priority_g_calc_fs_factor(long double, long double)`: a jump to the C shim,
+        /// which converts the x87 arguments; stable Rust cannot declare `long double`.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub extern "C" fn priority_p_calc_fs_factor() {
+            ::core::arch::naked_asm!("jmp {}", sym $crate::plugin::fairway_calc_fs_factor_ld)
+        }
+
+        /// `priority_g_get_priority_factors_list()`: no factors yet (sprio shows none).
+        #[no_mangle]
+        pub extern "C" fn priority_p_get_priority_factors_list(
+            _req_msg: *mut ::std::os::raw::c_void,
+            _uid: u32,
+        ) -> *mut ::std::os::raw::c_void {
+            ::std::ptr::null_mut()
+        }
+
+        /// `priority_g_job_end()`: job write lock held.
+        #[no_mangle]
+        pub unsafe extern "C" fn priority_p_job_end(job_ptr: *mut $crate::__private::slurm_sys::job_record_t) {
+            $crate::guard("priority_p_job_end", (), || {
+                // SAFETY: Slurm holds the job write lock and passes a valid job.
+                if let Some(mut job) = unsafe { $crate::job::JobRecord::from_ptr(job_ptr) } {
+                    FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::job_end(p, &mut job));
+                }
+            })
+        }
+    };
+}
+
+/// Slurm 23.02 and later changed the priority ABI (reference notes, §2.5); Fairway
+/// supports it once the multi-version build (docker cluster issue) verifies it.
+#[cfg(all(feature = "internal", slurm_ge_23_02))]
+#[macro_export]
+macro_rules! priority_plugin {
+    ($($t:tt)*) => {
+        compile_error!("priority/fairway supports the Slurm 22.05 priority ABI only so far; 23.02+ is tracked by the docker-cluster issue");
+    };
+}
