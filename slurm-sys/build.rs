@@ -116,9 +116,8 @@ fn main() {
             .allowlist_var("assoc_mgr_root_assoc|READ_LOCK|WRITE_LOCK|NO_LOCK");
     }
 
-    let bindings = builder
-        .generate()
-        .unwrap_or_else(|e| panic!("slurm-sys: bindgen failed over {}: {e}", inc.display()));
+    let bindings =
+        builder.generate().unwrap_or_else(|e| panic!("slurm-sys: bindgen failed over {}: {e}", inc.display()));
     let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("bindings.rs");
     bindings.write_to_file(&out).expect("slurm-sys: cannot write bindings");
 }

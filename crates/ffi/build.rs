@@ -4,7 +4,9 @@
 use std::env;
 
 fn main() {
-    for name in ["slurm_ge_23_02", "slurm_ge_23_11", "slurm_ge_24_05", "slurm_ge_24_11", "slurm_ge_25_05", "slurm_ge_25_11"] {
+    for name in
+        ["slurm_ge_23_02", "slurm_ge_23_11", "slurm_ge_24_05", "slurm_ge_24_11", "slurm_ge_25_05", "slurm_ge_25_11"]
+    {
         println!("cargo::rustc-check-cfg=cfg({name})");
     }
     let cfgs = env::var("DEP_SLURM_CFGS").expect("slurm-sys must export its cfgs");

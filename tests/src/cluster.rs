@@ -119,7 +119,9 @@ impl Cluster {
         cluster.start_munge(&layout)?;
         cluster.start_mariadb()?;
         cluster.spawn("slurmdbd", Command::new("slurmdbd").arg("-D"), "slurmdbd.log")?;
-        cluster.wait("slurmdbd", "sacctmgr answers", |c| c.cmd("sacctmgr", &["-n", "-P", "list", "cluster"])?.ok_or_err())?;
+        cluster.wait("slurmdbd", "sacctmgr answers", |c| {
+            c.cmd("sacctmgr", &["-n", "-P", "list", "cluster"])?.ok_or_err()
+        })?;
         cluster.bootstrap_accounting(spec)?;
         cluster.spawn("slurmctld", Command::new("slurmctld").arg("-D"), "slurmctld.log")?;
         cluster.wait("slurmctld", "scontrol ping says UP", |c| {
@@ -138,6 +140,11 @@ impl Cluster {
     /// The directory holding this cluster's configuration, state and logs.
     pub fn dir(&self) -> &Path {
         &self.root
+    }
+
+    /// The loopback ports this cluster's daemons listen on.
+    pub fn ports(&self) -> [u16; 4] {
+        [self.ports.ctld, self.ports.slurmd, self.ports.dbd, self.ports.mysql]
     }
 
     /// `slurm.conf`'s path, as `SLURM_CONF` for commands.
@@ -254,7 +261,10 @@ impl Cluster {
                     let _ = self.cmd("scancel", &args);
                     let deadline = Instant::now() + Duration::from_secs(15);
                     while Instant::now() < deadline
-                        && self.cmd("squeue", &["-h", "-t", "R,CG"]).map(|o| !o.stdout.trim().is_empty()).unwrap_or(false)
+                        && self
+                            .cmd("squeue", &["-h", "-t", "R,CG"])
+                            .map(|o| !o.stdout.trim().is_empty())
+                            .unwrap_or(false)
                     {
                         std::thread::sleep(Duration::from_millis(200));
                     }
@@ -319,8 +329,8 @@ impl Cluster {
             }
             if let Some(d) = self.daemons.iter_mut().find(|d| d.name == daemon) {
                 if let Ok(Some(status)) = d.child.try_wait() {
-                    let stdio = fs::read_to_string(self.root.join("log").join(format!("{daemon}.stdio")))
-                        .unwrap_or_default();
+                    let stdio =
+                        fs::read_to_string(self.root.join("log").join(format!("{daemon}.stdio"))).unwrap_or_default();
                     bail!("{daemon} exited ({status}) before {what}\n{stdio}\n{}", self.log_tails());
                 }
             }
@@ -434,7 +444,8 @@ impl Cluster {
                 format!("Cluster={name}"),
             ])?;
         }
-        let qos_list = std::iter::once("normal".to_string()).chain(spec.qos.iter().map(|q| q.0.clone())).collect::<Vec<_>>();
+        let qos_list =
+            std::iter::once("normal".to_string()).chain(spec.qos.iter().map(|q| q.0.clone())).collect::<Vec<_>>();
         for (u, account) in &spec.users {
             run(vec![
                 "add".into(),
@@ -553,7 +564,11 @@ fn mariadb_template() -> Result<PathBuf> {
         .args(["--auth-root-authentication-method=normal"])
         .output()?;
     if !out.status.success() {
-        bail!("mariadb-install-db failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "mariadb-install-db failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     if fs::rename(&tmp, &base).is_err() {
         // Another test process made it first.

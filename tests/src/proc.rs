@@ -59,9 +59,10 @@ pub fn processes_mentioning(dir: &Path) -> Vec<i32> {
             continue;
         }
         let p = e.path();
-        let hit = ["cmdline", "environ"].iter().any(|f| {
-            std::fs::read(p.join(f)).map(|b| b.windows(needle.len()).any(|w| w == needle)).unwrap_or(false)
-        }) || std::fs::read_link(p.join("cwd")).map(|c| c.starts_with(dir)).unwrap_or(false);
+        let hit = ["cmdline", "environ"]
+            .iter()
+            .any(|f| std::fs::read(p.join(f)).map(|b| b.windows(needle.len()).any(|w| w == needle)).unwrap_or(false))
+            || std::fs::read_link(p.join("cwd")).map(|c| c.starts_with(dir)).unwrap_or(false);
         if hit {
             pids.push(pid);
         }

@@ -304,3 +304,15 @@ mod tests {
         assert_eq!(path_beside(Path::new("/etc/slurm/slurm.conf")), Path::new("/etc/slurm/fairway.toml"));
     }
 }
+
+#[cfg(test)]
+mod shipped {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_is_valid_and_all_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/fairway.toml");
+        let c = Config::load(&path).unwrap().expect("config/fairway.toml exists");
+        assert_eq!(c, Config::default());
+    }
+}

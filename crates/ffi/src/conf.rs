@@ -30,13 +30,14 @@ pub fn load() -> Result<Config, ConfigError> {
     let path = fairway_toml_path();
     match Config::load(&path)? {
         Some(c) => {
-            tracing::info!("loaded {}", path.display());
+            tracing::debug!("loaded {}", path.display());
             Ok(c)
         }
-        None => {
+        None if crate::sym::in_slurmctld() => {
             tracing::info!("{} not found: Fairway's terms are off (defaults)", path.display());
             Ok(Config::default())
         }
+        None => Ok(Config::default()),
     }
 }
 

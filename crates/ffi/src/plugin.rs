@@ -67,16 +67,21 @@ impl<P> Default for Slot<P> {
     }
 }
 
-/// What `init` logs: plugin, Fairway and Slurm versions, and the host process.
-pub fn announce(plugin_type: &str) {
+/// What `init` logs: Fairway and Slurm versions, and the host process. At info level
+/// in daemons; at debug level in clients (`sshare`), whose stderr belongs to the user.
+pub fn announce() {
     let process = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
-    tracing::info!(
+    let line = format!(
         "Fairway {} loaded in {}, built for Slurm {}",
         fairway_core::VERSION,
         process.trim(),
         slurm_sys::SLURM_VERSION
     );
-    let _ = plugin_type;
+    if crate::sym::in_slurmctld() {
+        tracing::info!("{line}");
+    } else {
+        tracing::debug!("{line}");
+    }
 }
 
 /// Loads `fairway.toml` and builds the plugin, or logs why not.
@@ -226,7 +231,7 @@ macro_rules! job_submit_plugin {
         pub extern "C" fn init() -> ::std::os::raw::c_int {
             $crate::guard("init", $crate::SLURM_ERROR, || {
                 $crate::log::init($type);
-                $crate::plugin::announce($type);
+                $crate::plugin::announce();
                 $crate::plugin::init_with(&FAIRWAY_PLUGIN, <$ty as $crate::plugin::JobSubmit>::init)
             })
         }
@@ -324,7 +329,7 @@ macro_rules! priority_plugin {
         pub extern "C" fn init() -> ::std::os::raw::c_int {
             $crate::guard("init", $crate::SLURM_ERROR, || {
                 $crate::log::init($type);
-                $crate::plugin::announce($type);
+                $crate::plugin::announce();
                 let in_ctld = $crate::sym::in_slurmctld();
                 $crate::plugin::init_with(&FAIRWAY_PLUGIN, |c| <$ty as $crate::plugin::Priority>::init(c, in_ctld))
             })

@@ -1,0 +1,44 @@
+//! `fairway check-config` as an admin runs it.
+
+use std::process::Command;
+
+fn check(toml: Option<&str>) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("slurm.conf");
+    std::fs::write(&conf, "ClusterName=x\n").unwrap();
+    if let Some(t) = toml {
+        std::fs::write(dir.path().join("fairway.toml"), t).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
+        .args(["check-config", "--slurm-conf"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn valid_file_passes() {
+    let (code, stdout, _) = check(Some("[priority]\nmax_wait = \"3-00:00:00\"\n"));
+    assert_eq!(code, 0);
+    assert!(stdout.contains("fairway.toml: ok"), "{stdout}");
+}
+
+#[test]
+fn missing_file_means_defaults() {
+    let (code, stdout, _) = check(None);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("not found; the plugins use the defaults"), "{stdout}");
+}
+
+#[test]
+fn invalid_file_exits_2_with_file_line_and_key() {
+    let (code, _, stderr) = check(Some("[priority]\nmax_wait = \"soon\"\n"));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("fairway.toml is invalid; slurmctld would refuse to start with it"), "{stderr}");
+    assert!(stderr.contains("fairway.toml:2:12: key `priority.max_wait`: invalid time `soon`"), "{stderr}");
+}
