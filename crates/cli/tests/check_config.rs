@@ -9,11 +9,8 @@ fn check(toml: Option<&str>) -> (i32, String, String) {
     if let Some(t) = toml {
         std::fs::write(dir.path().join("fairway.toml"), t).unwrap();
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
-        .args(["check-config", "--slurm-conf"])
-        .arg(&conf)
-        .output()
-        .unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_fairway")).args(["check-config", "--slurm-conf"]).arg(&conf).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -55,14 +55,24 @@ fn main() -> Result<()> {
         if q.stdout.trim().is_empty() {
             break;
         }
-        show(&c, &format!("queue at {:>3}s", start.elapsed().as_secs()), "squeue", &["-o", "%.8i %.18j %.9u %.10q %.8T %.10M %R"])?;
+        show(
+            &c,
+            &format!("queue at {:>3}s", start.elapsed().as_secs()),
+            "squeue",
+            &["-o", "%.8i %.18j %.9u %.10q %.8T %.10M %R"],
+        )?;
         if start.elapsed() > Duration::from_secs(180) {
             println!("queue did not drain in 180 s; stopping anyway");
             break;
         }
         std::thread::sleep(Duration::from_secs(4));
     }
-    show(&c, "fair share", "sshare", &["-a", "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"])?;
+    show(
+        &c,
+        "fair share",
+        "sshare",
+        &["-a", "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"],
+    )?;
     show(&c, "accounting", "sacct", &["-a", "-X", "-o", "JobID,JobName,User,Account,QOS,State,Elapsed"])?;
     println!(
         "\nWhere to look next:\n  - Fairway's lines in slurmctld.log: grep fairway {}/log/slurmctld.log\n  \
