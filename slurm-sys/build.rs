@@ -66,6 +66,8 @@ fn main() {
         .prepend_enum_name(false)
         .derive_default(true)
         .layout_tests(true)
+        // Evaluates macros such as `#define PRIORITY_FLAGS_FAIR_TREE SLURM_BIT(5)`.
+        .clang_macro_fallback()
         .allowlist_type("job_desc_msg_t|slurm_conf_t|slurmdb_assoc_rec_t|slurmdb_qos_rec_t")
         .allowlist_type("priority_factors_object_t|slurm_err_t")
         .allowlist_var("slurm_conf|NO_VAL|NO_VAL16|NO_VAL64|INFINITE|INFINITE16|NICE_OFFSET")
@@ -113,7 +115,10 @@ fn main() {
             .clang_arg(format!("-I{}/src/common", src.display()))
             .allowlist_type("job_record_t|job_details|part_record_t|slurmctld_lock_t|lock_level_t")
             .allowlist_type("assoc_mgr_lock_t|priority_factors_request_msg_t")
-            .allowlist_var("assoc_mgr_root_assoc|READ_LOCK|WRITE_LOCK|NO_LOCK");
+            .allowlist_var("assoc_mgr_root_assoc|READ_LOCK|WRITE_LOCK|NO_LOCK")
+            // libslurmfull functions (present in every Slurm process, so safe to link
+            // directly); slurmctld-only ones are looked up at run time instead.
+            .allowlist_function("assoc_mgr_lock|assoc_mgr_unlock");
     }
 
     let bindings =

@@ -233,6 +233,20 @@ impl Cluster {
         }
     }
 
+    /// Polls `cond` (every 200 ms, up to a minute) until it holds.
+    pub fn wait_until(&self, what: &str, mut cond: impl FnMut() -> Result<bool>) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            if cond()? {
+                return Ok(());
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                bail!("timed out waiting until {what}\n{}", self.log_tails());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// The last lines of every daemon's log, for failure messages.
     pub fn log_tails(&self) -> String {
         let mut s = String::new();

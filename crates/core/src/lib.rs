@@ -10,14 +10,12 @@
 //! - [`time`]: Slurm's time-limit syntax (`days-hours:minutes:seconds`).
 //! - [`fairshare`]: fair-share arithmetic shared by the priority plugin and `sshare`.
 //! - [`multifactor`]: `priority/multifactor`'s factors and weighted sum.
-//! - [`priority`]: job priority.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod config;
 pub mod fairshare;
 pub mod multifactor;
-pub mod priority;
 pub mod time;
 
 pub use config::{Config, ConfigError};

@@ -10,3 +10,10 @@ double fairway_calc_fs_factor_ld(long double usage_efctv, long double shares_nor
 {
 	return fairway_calc_fs_factor((double) usage_efctv, (double) shares_norm);
 }
+
+/* Reads a `long double` field (usage_efctv, usage_raw...) as a double. */
+__attribute__((visibility("hidden")))
+double fairway_read_long_double(const void *p)
+{
+	return (double) *(const long double *) p;
+}

@@ -65,6 +65,11 @@ impl<'a> JobRecord<'a> {
         unsafe { p.as_mut() }.map(Self)
     }
 
+    /// The record itself, for this crate's translators.
+    pub(crate) fn raw(&self) -> &slurm_sys::job_record_t {
+        self.0
+    }
+
     /// The job id.
     pub fn job_id(&self) -> u32 {
         self.0.job_id

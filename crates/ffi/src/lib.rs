@@ -23,6 +23,8 @@ pub mod conf;
 pub mod guard;
 pub mod job;
 pub mod log;
+#[cfg(feature = "internal")]
+pub mod multifactor;
 pub mod plugin;
 mod string;
 pub mod sym;

@@ -1,0 +1,159 @@
+//! Reading what `priority/multifactor`'s arithmetic needs out of slurmctld.
+//!
+//! The arithmetic itself is `fairway_core::multifactor`; this module only translates
+//! `slurm_conf`, `job_record_t` and the association/QOS records into its inputs.
+
+use std::os::raw::c_void;
+use std::sync::OnceLock;
+
+use fairway_core::multifactor::{JobInput, Weights};
+use slurm_sys as sys;
+
+use crate::job::JobRecord;
+
+extern "C" {
+    fn fairway_read_long_double(p: *const c_void) -> f64;
+}
+
+/// The multifactor knobs of the loaded `slurm.conf`.
+pub fn weights() -> Weights {
+    // SAFETY: plain reads of integer fields of libslurmfull's initialised global config.
+    let c = unsafe { &*std::ptr::addr_of!(sys::slurm_conf) };
+    Weights {
+        age: c.priority_weight_age,
+        assoc: c.priority_weight_assoc,
+        fairshare: c.priority_weight_fs,
+        job_size: c.priority_weight_js,
+        partition: c.priority_weight_part,
+        qos: c.priority_weight_qos,
+        tres: Vec::new(),
+        max_age: c.priority_max_age,
+        favor_small: c.priority_favor_small != 0,
+        flags: c.priority_flags,
+    }
+}
+
+/// Whether `PriorityWeightTRES` is set (not yet applied by priority/fairway).
+pub fn tres_weights_configured() -> bool {
+    // SAFETY: as in `weights`.
+    !unsafe { (*std::ptr::addr_of!(sys::slurm_conf)).priority_weight_tres }.is_null()
+}
+
+/// Whether `PriorityFlags` selects Fair Tree.
+pub fn fair_tree() -> bool {
+    // SAFETY: as in `weights`.
+    let flags = unsafe { (*std::ptr::addr_of!(sys::slurm_conf)).priority_flags };
+    u32::from(flags) & sys::PRIORITY_FLAGS_FAIR_TREE != 0
+}
+
+/// slurmctld's `cluster_cpus` and `node_record_count`, looked up once (they exist only
+/// in slurmctld; see [`crate::sym`]).
+fn cluster_size() -> (u32, u32) {
+    static ADDRS: OnceLock<(usize, usize)> = OnceLock::new();
+    let &(cpus, nodes) = ADDRS.get_or_init(|| {
+        let a = |n| crate::sym::lookup(n).map_or(0, |p| p as usize);
+        (a(c"cluster_cpus"), a(c"node_record_count"))
+    });
+    if cpus == 0 || nodes == 0 {
+        return (0, 0);
+    }
+    // SAFETY: addresses of slurmctld's `uint32_t cluster_cpus` and `int
+    // node_record_count`, read under the job write lock the caller holds (they only
+    // change during reconfiguration, which takes all locks).
+    unsafe { (*(cpus as *const u32), (*(nodes as *const i32)).max(0) as u32) }
+}
+
+/// Holds assoc_mgr's association and QOS read locks, as multifactor does while it reads
+/// them; released on drop.
+struct AssocReadLock(sys::assoc_mgr_lock_t);
+
+impl AssocReadLock {
+    fn take() -> Self {
+        let mut l = sys::assoc_mgr_lock_t { assoc: sys::READ_LOCK, qos: sys::READ_LOCK, ..Default::default() };
+        // SAFETY: lock order is slurmctld locks (held by our caller) then assoc_mgr.
+        unsafe { sys::assoc_mgr_lock(&mut l) };
+        Self(l)
+    }
+}
+
+impl Drop for AssocReadLock {
+    fn drop(&mut self) {
+        // SAFETY: releases exactly what `take` acquired.
+        unsafe { sys::assoc_mgr_unlock(&mut self.0) };
+    }
+}
+
+impl JobRecord<'_> {
+    /// The inputs of multifactor's factors for this job, read now.
+    pub fn multifactor_input(&self, now: i64, calc_fs: impl Fn(f64, f64) -> f64) -> JobInput {
+        let j = self.raw();
+        let (cluster_cpus, node_count) = cluster_size();
+        let mut input = JobInput {
+            now,
+            total_cpus: j.total_cpus,
+            time_limit: (j.time_limit != sys::NO_VAL).then_some(j.time_limit),
+            cluster_cpus,
+            node_count,
+            site_factor: j.site_factor,
+            nice: sys::NICE_OFFSET,
+            ..JobInput::default()
+        };
+        // SAFETY: every pointer below is NULL or points into slurmctld's job, partition,
+        // association and QOS records, which the caller's job lock and our assoc_mgr read
+        // lock keep alive and unchanged for the duration of this function.
+        unsafe {
+            if let Some(d) = j.details.as_ref() {
+                input.accrue_time = d.accrue_time;
+                input.min_cpus = d.min_cpus;
+                input.max_cpus = (d.max_cpus != sys::NO_VAL).then_some(d.max_cpus);
+                input.min_nodes = d.min_nodes;
+                input.nice = d.nice;
+            } else {
+                input.min_nodes = 1;
+            }
+            if let Some(p) = j.part_ptr.as_ref() {
+                input.part_max_time = p.max_time;
+                input.part_priority_job_factor = p.priority_job_factor;
+                input.part_norm_priority = p.norm_priority;
+            }
+            let _locks = AssocReadLock::take();
+            if let Some(a) = j.assoc_ptr.as_ref() {
+                input.has_assoc = true;
+                input.assoc_priority = a.priority;
+                if let Some(u) = a.usage.as_ref() {
+                    input.assoc_priority_norm = u.priority_norm;
+                    input.fairshare = if fair_tree() {
+                        u.fs_factor
+                    } else {
+                        // Fairshare=parent takes the parent's values.
+                        let fs = if a.shares_raw == sys::SLURMDB_FS_USE_PARENT && !u.fs_assoc_ptr.is_null() {
+                            (*u.fs_assoc_ptr).usage.as_ref().unwrap_or(u)
+                        } else {
+                            u
+                        };
+                        let efctv = fairway_read_long_double(std::ptr::addr_of!(fs.usage_efctv).cast());
+                        calc_fs(efctv, fs.shares_norm)
+                    };
+                }
+            }
+            if let Some(q) = j.qos_ptr.as_ref() {
+                input.qos_priority = q.priority;
+                if let Some(u) = q.usage.as_ref() {
+                    input.qos_norm_priority = u.norm_priority;
+                }
+            }
+        }
+        input
+    }
+}
+
+// The core crate cannot see Slurm's headers; check its copies of their constants here.
+const _: () = {
+    use fairway_core::multifactor::{flags as f, NICE_OFFSET};
+    assert!(f::SIZE_RELATIVE as u32 == sys::PRIORITY_FLAGS_SIZE_RELATIVE);
+    assert!(f::NO_NORMAL_ASSOC as u32 == sys::PRIORITY_FLAGS_NO_NORMAL_ASSOC);
+    assert!(f::NO_NORMAL_PART as u32 == sys::PRIORITY_FLAGS_NO_NORMAL_PART);
+    assert!(f::NO_NORMAL_QOS as u32 == sys::PRIORITY_FLAGS_NO_NORMAL_QOS);
+    assert!(f::NO_NORMAL_TRES as u32 == sys::PRIORITY_FLAGS_NO_NORMAL_TRES);
+    assert!(NICE_OFFSET as u64 == sys::NICE_OFFSET as u64);
+};
