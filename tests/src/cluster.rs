@@ -98,7 +98,16 @@ impl Cluster {
             Cluster { dir: Some(dir), root: root.clone(), daemons: Vec::new(), name, node: "fwn1".into(), ports };
         let hostname = short_hostname()?;
         let cluster_name = cluster.name.clone();
-        let plugin_dir = crate::plugin_dir();
+        // Copy the plugins in: every Slurm client (run as a test user) reads PluginDir,
+        // and the build tree may sit under a directory they cannot traverse (/root).
+        let plugin_dir = root.join("plugins");
+        fs::create_dir_all(&plugin_dir)?;
+        for e in fs::read_dir(crate::plugin_dir())? {
+            let e = e?;
+            if e.path().extension().is_some_and(|x| x == "so") {
+                fs::copy(e.path(), plugin_dir.join(e.file_name()))?;
+            }
+        }
         let layout = Layout {
             dir: &root,
             cluster_name: &cluster_name,
@@ -140,6 +149,11 @@ impl Cluster {
     /// The directory holding this cluster's configuration, state and logs.
     pub fn dir(&self) -> &Path {
         &self.root
+    }
+
+    /// The PluginDir holding this cluster's copy of Fairway's plugins.
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.root.join("plugins")
     }
 
     /// The loopback ports this cluster's daemons listen on.

@@ -51,7 +51,7 @@ fn sshare_loads_the_priority_plugin_outside_slurmctld() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "sshare failed: {stderr}");
-    let plugin = fairway_tests::plugin_dir().join("priority_fairway.so");
+    let plugin = c.plugin_dir().join("priority_fairway.so");
     let loaded = format!("file={}", plugin.display());
     assert!(
         stderr.lines().any(|l| l.contains(&loaded) && l.contains("dynamically loaded")),

@@ -1,4 +1,10 @@
-//! Fair-share arithmetic that Slurm's priority API asks a plugin for.
+//! Fair share: the factor, the association tree, and usage decay.
+
+mod decay;
+mod tree;
+
+pub use decay::{decay_factor, decayed_run, real_decay};
+pub use tree::{Assoc, AssocTree, ClassicMode, NO_VAL};
 
 /// Classic (non-Fair-Tree) fair-share factor: `2^(-(U_effective / S_norm) / damping)`.
 ///
