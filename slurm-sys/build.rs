@@ -28,6 +28,24 @@ fn version_number(header: &Path) -> u32 {
         .unwrap_or_else(|| panic!("slurm-sys: no SLURM_VERSION_NUMBER in {}", header.display()))
 }
 
+/// Gives macros their C types where bindgen would guess: `NO_VAL64` and friends are
+/// 64-bit unsigned, not `int` (clang evaluates `(0xffff...fe)` for the fallback).
+#[derive(Debug)]
+struct MacroTypes;
+
+impl bindgen::callbacks::ParseCallbacks for MacroTypes {
+    fn int_macro(&self, name: &str, _value: i64) -> Option<bindgen::callbacks::IntKind> {
+        use bindgen::callbacks::IntKind;
+        if name.ends_with("VAL64") || name == "INFINITE64" {
+            Some(IntKind::U64)
+        } else if name == "NO_VAL" || name == "INFINITE" || name == "NICE_OFFSET" {
+            Some(IntKind::U32)
+        } else {
+            None
+        }
+    }
+}
+
 fn dotted(v: u32) -> String {
     format!("{}.{:02}.{}", v >> 16 & 0xff, v >> 8 & 0xff, v & 0xff)
 }
@@ -63,6 +81,7 @@ fn main() {
         .header("wrapper.h")
         .clang_arg(format!("-I{}", inc.display()))
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
+        .parse_callbacks(Box::new(MacroTypes))
         .prepend_enum_name(false)
         .derive_default(true)
         .layout_tests(true)
@@ -72,7 +91,9 @@ fn main() {
         .allowlist_type("priority_factors_object_t|slurm_err_t")
         .allowlist_var("slurm_conf|NO_VAL|NO_VAL16|NO_VAL64|INFINITE|INFINITE16|NICE_OFFSET")
         .allowlist_var("SLURM_SUCCESS|SLURM_ERROR|SLURM_VERSION_NUMBER|SLURMDB_FS_USE_PARENT")
-        .allowlist_var("PRIORITY_FLAGS_.*|PRIORITY_RESET_.*|ESLURM_.*");
+        .allowlist_var("PRIORITY_FLAGS_.*|PRIORITY_RESET_.*|ESLURM_.*|QOS_FLAG_NO_DECAY")
+        .allowlist_type("job_states")
+        .allowlist_var("JOB_STATE_BASE|JOB_COMPLETING|JOB_RESIZING|JOB_POWER_UP_NODE|NO_CONSUME_VAL64");
 
     let internal = env::var_os("CARGO_FEATURE_INTERNAL").is_some();
     if internal {
@@ -105,20 +126,28 @@ fn main() {
         println!("cargo:rerun-if-changed={}", src.join("config.h").display());
         let interfaces = if (major, minor) >= (23, 2) { "src/interfaces" } else { "src/common" };
         let priority_h = if (major, minor) >= (23, 2) { "priority.h" } else { "slurm_priority.h" };
+        let site_factor_h = format!("{interfaces}/site_factor.h");
         let internal_h = format!(
             "#include \"config.h\"\n#include \"src/slurmctld/slurmctld.h\"\n#include \"src/slurmctld/locks.h\"\n\
-             #include \"src/common/assoc_mgr.h\"\n#include \"{interfaces}/{priority_h}\"\n"
+             #include \"src/common/assoc_mgr.h\"\n#include \"src/common/read_config.h\"\n#include \"{interfaces}/{priority_h}\"\n\
+             #include \"{site_factor_h}\"\n"
         );
+        // A real file (not header_contents) so clang's macro fallback sees its macros.
+        let internal_path = PathBuf::from(env::var("OUT_DIR").unwrap()).join("fairway_internal.h");
+        fs::write(&internal_path, internal_h).expect("slurm-sys: cannot write fairway_internal.h");
         builder = builder
-            .header_contents("fairway_internal.h", &internal_h)
+            .header(internal_path.display().to_string())
             .clang_arg(format!("-I{}", src.display()))
             .clang_arg(format!("-I{}/src/common", src.display()))
             .allowlist_type("job_record_t|job_details|part_record_t|slurmctld_lock_t|lock_level_t")
             .allowlist_type("assoc_mgr_lock_t|priority_factors_request_msg_t")
-            .allowlist_var("assoc_mgr_root_assoc|READ_LOCK|WRITE_LOCK|NO_LOCK")
+            .allowlist_var("assoc_mgr_root_assoc|assoc_mgr_assoc_list|assoc_mgr_qos_list|g_user_assoc_count")
+            .allowlist_var("READ_LOCK|WRITE_LOCK|NO_LOCK|TRES_ARRAY_.*|ACCOUNTING_ENFORCE_LIMITS")
             // libslurmfull functions (present in every Slurm process, so safe to link
             // directly); slurmctld-only ones are looked up at run time instead.
-            .allowlist_function("assoc_mgr_lock|assoc_mgr_unlock");
+            .allowlist_function("assoc_mgr_lock|assoc_mgr_unlock|slurm_with_slurmdbd")
+            .allowlist_function("site_factor_plugin_init|site_factor_plugin_fini|site_factor_g_.*")
+            .allowlist_function("list_iterator_create|list_next|list_iterator_destroy|list_count");
     }
 
     let bindings =

@@ -26,10 +26,12 @@ pub struct ClusterSpec {
     pub fairway_toml: Option<String>,
     /// `SlurmctldDebug=`.
     pub ctld_debug: String,
-    /// Accounts as (name, parent, fairshare).
-    pub accounts: Vec<(String, String, u32)>,
+    /// Accounts as (name, parent, `Fairshare=` value: a number or `parent`).
+    pub accounts: Vec<(String, String, String)>,
     /// Users as (name, default account).
     pub users: Vec<(String, String)>,
+    /// `Fairshare=` of user associations, as (user, value), where not the default 1.
+    pub user_fairshare: Vec<(String, String)>,
     /// QOS as (name, priority); every user may use each.
     pub qos: Vec<(String, u32)>,
     /// Whether to start slurmd (a compute node).
@@ -45,8 +47,13 @@ impl Default for ClusterSpec {
             slurm_conf_extra: Vec::new(),
             fairway_toml: None,
             ctld_debug: s("info"),
-            accounts: vec![(s("ml"), s("root"), 100), (s("vision"), s("ml"), 60), (s("nlp"), s("ml"), 40)],
+            accounts: vec![
+                (s("ml"), s("root"), s("100")),
+                (s("vision"), s("ml"), s("60")),
+                (s("nlp"), s("ml"), s("40")),
+            ],
             users: vec![(s("fw_alice"), s("vision")), (s("fw_bob"), s("nlp"))],
+            user_fairshare: Vec::new(),
             qos: vec![(s("high"), 1000), (s("scavenger"), 0)],
             slurmd: true,
         }
@@ -475,14 +482,18 @@ impl Cluster {
         let qos_list =
             std::iter::once("normal".to_string()).chain(spec.qos.iter().map(|q| q.0.clone())).collect::<Vec<_>>();
         for (u, account) in &spec.users {
-            run(vec![
+            let mut args = vec![
                 "add".into(),
                 "user".into(),
                 u.clone(),
                 format!("Account={account}"),
                 format!("Cluster={name}"),
                 format!("QOS={}", qos_list.join(",")),
-            ])?;
+            ];
+            if let Some((_, share)) = spec.user_fairshare.iter().find(|(name, _)| name == u) {
+                args.push(format!("Fairshare={share}"));
+            }
+            run(args)?;
         }
         Ok(())
     }

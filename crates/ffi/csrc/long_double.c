@@ -17,3 +17,24 @@ double fairway_read_long_double(const void *p)
 {
 	return (double) *(const long double *) p;
 }
+
+/* Stores a double into a `long double` field. */
+__attribute__((visibility("hidden")))
+void fairway_write_long_double(void *p, double v)
+{
+	*(long double *) p = (long double) v;
+}
+
+/* Multiplies a `long double` field in place, in long double precision. */
+__attribute__((visibility("hidden")))
+void fairway_scale_long_double(void *p, double factor)
+{
+	*(long double *) p *= (long double) factor;
+}
+
+/* Adds to a `long double` field in place, in long double precision. */
+__attribute__((visibility("hidden")))
+void fairway_add_long_double(void *p, double v)
+{
+	*(long double *) p += (long double) v;
+}

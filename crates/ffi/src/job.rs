@@ -70,6 +70,11 @@ impl<'a> JobRecord<'a> {
         self.0
     }
 
+    /// The record itself, mutable, for this crate's translators.
+    pub(crate) fn raw_mut(&mut self) -> &mut slurm_sys::job_record_t {
+        self.0
+    }
+
     /// The job id.
     pub fn job_id(&self) -> u32 {
         self.0.job_id

@@ -20,6 +20,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod conf;
+#[cfg(feature = "internal")]
+pub mod decay;
 pub mod guard;
 pub mod job;
 pub mod log;

@@ -15,14 +15,18 @@ extern "C" {
     fn fairway_read_long_double(p: *const c_void) -> f64;
 }
 
-/// The multifactor knobs of the loaded `slurm.conf`.
+/// The multifactor knobs of the loaded `slurm.conf`. As multifactor, age and fair
+/// share need slurmdbd accounting; without it their weights are 0 (logged by the
+/// plugin at startup).
 pub fn weights() -> Weights {
     // SAFETY: plain reads of integer fields of libslurmfull's initialised global config.
     let c = unsafe { &*std::ptr::addr_of!(sys::slurm_conf) };
+    // SAFETY: libslurmfull function reading slurm_conf.
+    let dbd = unsafe { sys::slurm_with_slurmdbd() };
     Weights {
-        age: c.priority_weight_age,
+        age: if dbd { c.priority_weight_age } else { 0 },
         assoc: c.priority_weight_assoc,
-        fairshare: c.priority_weight_fs,
+        fairshare: if dbd { c.priority_weight_fs } else { 0 },
         job_size: c.priority_weight_js,
         partition: c.priority_weight_part,
         qos: c.priority_weight_qos,
@@ -31,6 +35,47 @@ pub fn weights() -> Weights {
         favor_small: c.priority_favor_small != 0,
         flags: c.priority_flags,
     }
+}
+
+/// Whether age and fair share are unavailable (no slurmdbd) but weighted in slurm.conf.
+pub fn weights_without_slurmdbd() -> Vec<&'static str> {
+    // SAFETY: as in `weights`.
+    let (c, dbd) = unsafe { (&*std::ptr::addr_of!(sys::slurm_conf), sys::slurm_with_slurmdbd()) };
+    let mut v = Vec::new();
+    if !dbd && c.priority_weight_age != 0 {
+        v.push("PriorityWeightAge");
+    }
+    if !dbd && c.priority_weight_fs != 0 {
+        v.push("PriorityWeightFairshare");
+    }
+    v
+}
+
+/// Gives the `PrioritySiteFactorPlugin` (if any) its say on the job, as multifactor
+/// does before computing a priority (job write lock held by the caller).
+pub fn site_factor_set(job: &mut JobRecord<'_>) {
+    // SAFETY: the job is live under the caller's job write lock.
+    unsafe { sys::site_factor_g_set(job.raw_mut()) };
+}
+
+/// Loads `PrioritySiteFactorPlugin` (slurmctld only), as multifactor's init does.
+pub fn site_factor_init() {
+    // SAFETY: libslurmfull plugin loader; called once from init in slurmctld.
+    if unsafe { sys::site_factor_plugin_init() } != crate::SLURM_SUCCESS {
+        tracing::error!("PrioritySiteFactorPlugin failed to load; site factors stay as jobs carry them");
+    }
+}
+
+/// Unloads `PrioritySiteFactorPlugin`.
+pub fn site_factor_fini() {
+    // SAFETY: pairs with `site_factor_init`.
+    unsafe { sys::site_factor_plugin_fini() };
+}
+
+/// Forwards `scontrol reconfigure` to the site factor plugin.
+pub fn site_factor_reconfig() {
+    // SAFETY: libslurmfull function; plugin context is internally locked.
+    unsafe { sys::site_factor_g_reconfig() };
 }
 
 /// Whether `PriorityWeightTRES` is set (not yet applied by priority/fairway).
@@ -131,7 +176,13 @@ impl JobRecord<'_> {
                         } else {
                             u
                         };
-                        let efctv = fairway_read_long_double(std::ptr::addr_of!(fs.usage_efctv).cast());
+                        let fs_ptr = if std::ptr::eq(fs, u) { j.assoc_ptr } else { u.fs_assoc_ptr };
+                        let mut efctv = fairway_read_long_double(std::ptr::addr_of!(fs.usage_efctv).cast());
+                        if (efctv - fairway_core::fairshare::NO_VAL).abs() < 1e-6 {
+                            // As multifactor: compute a user's effective usage on demand.
+                            crate::decay::set_assoc_usage(fs_ptr);
+                            efctv = fairway_read_long_double(std::ptr::addr_of!(fs.usage_efctv).cast());
+                        }
                         calc_fs(efctv, fs.shares_norm)
                     };
                 }

@@ -177,23 +177,34 @@ pub unsafe fn run_job_submit<P: JobSubmit>(
 }
 
 /// The operations of a priority plugin (`PriorityType=priority/...`).
+///
+/// The FFI layer runs the decay thread (usage decay, fair share, periodic
+/// recalculation) itself and calls [`Priority::priority`] for each pending job.
 #[cfg(feature = "internal")]
 pub trait Priority: Sized + Send + Sync + 'static {
     /// Builds the plugin. `in_slurmctld` is false in clients such as `sshare`, which
     /// load the plugin only to call [`Priority::calc_fs_factor`].
     fn init(config: Config, in_slurmctld: bool) -> Result<Self, String>;
 
-    /// The job's new priority (job write lock held). Never 0 for a runnable job.
-    fn set(&self, last_prio: u32, job: &mut JobRecord<'_>) -> u32;
+    /// The job's priority at `now` (job write lock held). Never 0 for a runnable job.
+    fn priority(&self, job: &mut JobRecord<'_>, now: i64) -> u32;
 
     /// `scontrol reconfigure`; `assoc_clear` means association usage was reset.
     fn reconfig(&self, _assoc_clear: bool) {}
 
     /// Classic fair-share factor from effective usage and normalised shares.
     fn calc_fs_factor(&self, usage_efctv: f64, shares_norm: f64) -> f64;
+}
 
-    /// A job ended (job write lock held).
-    fn job_end(&self, _job: &mut JobRecord<'_>) {}
+/// The decay thread of the loaded priority plugin, if running.
+#[cfg(feature = "internal")]
+#[doc(hidden)]
+pub static DECAY: std::sync::Mutex<Option<crate::decay::DecayThread>> = std::sync::Mutex::new(None);
+
+/// Current Unix time.
+#[doc(hidden)]
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Emits `plugin_name`, `plugin_type` and `plugin_version`.
@@ -331,14 +342,32 @@ macro_rules! priority_plugin {
                 $crate::log::init($type);
                 $crate::plugin::announce();
                 let in_ctld = $crate::sym::in_slurmctld();
-                $crate::plugin::init_with(&FAIRWAY_PLUGIN, |c| <$ty as $crate::plugin::Priority>::init(c, in_ctld))
+                let rc = $crate::plugin::init_with(&FAIRWAY_PLUGIN, |c| <$ty as $crate::plugin::Priority>::init(c, in_ctld));
+                if rc == $crate::SLURM_SUCCESS && in_ctld {
+                    for knob in $crate::multifactor::weights_without_slurmdbd() {
+                        $crate::__private::tracing::error!("{knob} can only be used with SlurmDBD, ignoring");
+                    }
+                    *$crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()) =
+                        $crate::decay::start(fairway_recompute);
+                    $crate::multifactor::site_factor_init();
+                }
+                rc
             })
+        }
+
+        fn fairway_recompute(job: &mut $crate::job::JobRecord<'_>, now: i64) -> Option<u32> {
+            FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::priority(p, job, now))
         }
 
         /// Called by Slurm before unloading the plugin.
         #[no_mangle]
         pub extern "C" fn fini() -> ::std::os::raw::c_int {
             $crate::guard("fini", $crate::SLURM_ERROR, || {
+                // Stops and joins the decay thread before the plugin goes away.
+                let had_decay = $crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()).take().is_some();
+                if had_decay {
+                    $crate::multifactor::site_factor_fini();
+                }
                 FAIRWAY_PLUGIN.clear();
                 $crate::SLURM_SUCCESS
             })
@@ -354,7 +383,13 @@ macro_rules! priority_plugin {
             $crate::guard("priority_p_set", 1, || {
                 // SAFETY: Slurm holds the job write lock and passes a valid job.
                 let Some(mut job) = (unsafe { $crate::job::JobRecord::from_ptr(job_ptr) }) else { return 1 };
-                FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::set(p, last_prio, &mut job)).unwrap_or(1)
+                let _ = last_prio; // multifactor-style plugins ignore submit order
+                if $crate::sym::in_slurmctld() {
+                    $crate::multifactor::site_factor_set(&mut job);
+                }
+                FAIRWAY_PLUGIN
+                    .with(|p| <$ty as $crate::plugin::Priority>::priority(p, &mut job, $crate::plugin::unix_now()))
+                    .unwrap_or(1)
             })
         }
 
@@ -363,13 +398,20 @@ macro_rules! priority_plugin {
         pub extern "C" fn priority_p_reconfig(assoc_clear: bool) {
             $crate::guard("priority_p_reconfig", (), || {
                 FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::reconfig(p, assoc_clear));
+                if let Some(d) = $crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                    d.reconfig(assoc_clear);
+                    $crate::multifactor::site_factor_reconfig();
+                }
             })
         }
 
-        /// `priority_g_set_assoc_usage()`: association usage is computed by the decay
-        /// logic of the priority issue; nothing to do yet.
+        /// `priority_g_set_assoc_usage()`: normalised and effective usage of one
+        /// association (assoc lock held by the caller).
         #[no_mangle]
-        pub extern "C" fn priority_p_set_assoc_usage(_assoc: *mut ::std::os::raw::c_void) {}
+        pub unsafe extern "C" fn priority_p_set_assoc_usage(assoc: *mut $crate::__private::slurm_sys::slurmdb_assoc_rec_t) {
+            // SAFETY: slurmctld calls this with a live association under its assoc lock.
+            $crate::guard("priority_p_set_assoc_usage", (), || unsafe { $crate::decay::set_assoc_usage(assoc) })
+        }
 
         /// Called from C (csrc/long_double.c) with the `long double`s converted.
         #[no_mangle]
@@ -405,7 +447,9 @@ macro_rules! priority_plugin {
             $crate::guard("priority_p_job_end", (), || {
                 // SAFETY: Slurm holds the job write lock and passes a valid job.
                 if let Some(mut job) = unsafe { $crate::job::JobRecord::from_ptr(job_ptr) } {
-                    FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::job_end(p, &mut job));
+                    if let Some(d) = $crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                        d.job_end(&mut job);
+                    }
                 }
             })
         }

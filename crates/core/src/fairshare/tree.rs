@@ -20,7 +20,9 @@ pub struct Assoc {
     /// The association whose shares this one competes under: the parent, or for a
     /// parent with `Fairshare=parent`, that parent's own `fs` parent.
     pub fs_parent: Option<usize>,
-    /// Children, in `assoc_mgr`'s order.
+    /// Associations whose fair-share parent this is (assoc_mgr's `children_list`, in
+    /// its order): children of a `Fairshare=parent` account are listed here, under the
+    /// first ancestor with shares of its own, not under that account.
     pub children: Vec<usize>,
     /// Whether this is a user association.
     pub is_user: bool,

@@ -2,9 +2,10 @@
 //!
 //! Current state (see README, "Status"): job priorities are multifactor's weighted sum
 //! of age, association, fair share, job size, partition and QOS, plus site factor and
-//! nice, computed by `fairway_core::multifactor`. Not yet: usage decay (so fair share
-//! stays at what slurmctld initialised), TRES weights, per-partition priorities of
-//! multi-partition jobs, the factors list for `sprio`, and Fairway's own terms.
+//! nice, computed by `fairway_core::multifactor`; the FFI layer's decay thread decays
+//! and accrues usage and runs Fair Tree or classic fair share. Not yet: TRES weights,
+//! per-partition priorities of multi-partition jobs, the factors list for `sprio`,
+//! periodic usage resets, and Fairway's own terms.
 
 use std::sync::RwLock;
 
@@ -47,11 +48,10 @@ impl Priority for FairwayPriority {
         *self.conf.write().unwrap_or_else(|e| e.into_inner()) = SlurmKnobs::read();
     }
 
-    fn set(&self, _last_prio: u32, job: &mut JobRecord<'_>) -> u32 {
+    fn priority(&self, job: &mut JobRecord<'_>, now: i64) -> u32 {
         if job.direct_set_prio() && job.priority() > 0 {
             return job.priority();
         }
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let knobs = self.knobs();
         let input = job.multifactor_input(now, |u, s| fairshare::classic_factor(u, s, knobs.damping));
         let factors = multifactor::factors(&knobs.weights, &input);
