@@ -93,7 +93,8 @@ fn main() {
         .allowlist_var("SLURM_SUCCESS|SLURM_ERROR|SLURM_VERSION_NUMBER|SLURMDB_FS_USE_PARENT")
         .allowlist_var("PRIORITY_FLAGS_.*|PRIORITY_RESET_.*|ESLURM_.*|QOS_FLAG_NO_DECAY")
         .allowlist_type("job_states")
-        .allowlist_var("JOB_STATE_BASE|JOB_COMPLETING|JOB_RESIZING|JOB_POWER_UP_NODE|NO_CONSUME_VAL64");
+        .allowlist_var("JOB_STATE_BASE|JOB_COMPLETING|JOB_RESIZING|JOB_POWER_UP_NODE|JOB_REVOKED|NO_CONSUME_VAL64")
+        .allowlist_var("PRIVATE_DATA_JOBS");
 
     let internal = env::var_os("CARGO_FEATURE_INTERNAL").is_some();
     if internal {
@@ -130,7 +131,7 @@ fn main() {
         let internal_h = format!(
             "#include \"config.h\"\n#include \"src/slurmctld/slurmctld.h\"\n#include \"src/slurmctld/locks.h\"\n\
              #include \"src/common/assoc_mgr.h\"\n#include \"src/common/read_config.h\"\n#include \"{interfaces}/{priority_h}\"\n\
-             #include \"{site_factor_h}\"\n"
+             #include \"{site_factor_h}\"\n#include \"src/common/slurm_mcs.h\"\n"
         );
         // A real file (not header_contents) so clang's macro fallback sees its macros.
         let internal_path = PathBuf::from(env::var("OUT_DIR").unwrap()).join("fairway_internal.h");
@@ -147,7 +148,11 @@ fn main() {
             // directly); slurmctld-only ones are looked up at run time instead.
             .allowlist_function("assoc_mgr_lock|assoc_mgr_unlock|slurm_with_slurmdbd")
             .allowlist_function("site_factor_plugin_init|site_factor_plugin_fini|site_factor_g_.*")
-            .allowlist_function("list_iterator_create|list_next|list_iterator_destroy|list_count");
+            .allowlist_function(
+                "list_iterator_create|list_next|list_iterator_destroy|list_count|list_create|list_append|list_destroy",
+            )
+            .allowlist_function("slurm_copy_priority_factors_object|slurm_destroy_priority_factors_object")
+            .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata|slurm_xcalloc")
     }
 
     let bindings =

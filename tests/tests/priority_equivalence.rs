@@ -1,7 +1,7 @@
 //! priority/fairway against priority/multifactor on the same configuration and jobs.
 //!
-//! Covers the factors priority/fairway computes today: association, job size,
-//! partition and QOS, plus nice. Fair share and age are left at weight 0 here (the
+//! Covers association, job size, partition and QOS factors plus nice, in squeue's
+//! priorities and sprio's weighted factors. Fair share and age are left at weight 0 here (the
 //! decay thread is not implemented yet; age differs between two clusters started
 //! seconds apart); their arithmetic has unit and property tests in fairway-core.
 
@@ -16,8 +16,9 @@ const JOBS: &[(&str, &[&str])] = &[
     ("fw_bob", &["-n", "1", "-t", "30"]),
 ];
 
-/// Submits JOBS to a cluster running `priority_type` and returns (job id, priority).
-fn priorities(priority_type: &str) -> Vec<(u32, u32)> {
+/// Submits JOBS to a cluster running `priority_type` and returns (job id, priority)
+/// from squeue and the weighted factors from sprio.
+fn priorities(priority_type: &str) -> (Vec<(u32, u32)>, String) {
     let spec = ClusterSpec {
         priority_type: priority_type.into(),
         slurm_conf_extra: vec![
@@ -58,18 +59,25 @@ fn priorities(priority_type: &str) -> Vec<(u32, u32)> {
         })
         .collect();
     v.sort();
+    // job, partition, user, priority, site, age, assoc, fair share, job size,
+    // partition, QOS, nice (weighted values)
+    let sprio = c.cmd("sprio", &["-h", "-o", "%i %r %u %Y %S %A %B %F %J %P %Q %N"]).unwrap();
+    assert!(sprio.ok(), "{sprio:?}");
     c.stop().unwrap();
-    v
+    (v, sprio.stdout)
 }
 
 #[test]
 fn priorities_equal_multifactor_for_the_same_jobs() {
-    let multifactor = priorities("priority/multifactor");
-    let fairway = priorities("priority/fairway");
+    let (multifactor, mf_sprio) = priorities("priority/multifactor");
+    let (fairway, fw_sprio) = priorities("priority/fairway");
     eprintln!("multifactor: {multifactor:?}\nfairway:     {fairway:?}");
     assert_eq!(multifactor.len(), JOBS.len(), "{multifactor:?}");
     // Not trivially equal: the factors spread the jobs out.
     let distinct: std::collections::BTreeSet<u32> = multifactor.iter().map(|p| p.1).collect();
     assert!(distinct.len() >= 4, "too few distinct priorities to compare: {multifactor:?}");
     assert_eq!(fairway, multifactor, "priority/fairway (left) vs priority/multifactor (right)");
+    eprintln!("sprio under multifactor:\n{mf_sprio}sprio under fairway:\n{fw_sprio}");
+    assert_eq!(mf_sprio.lines().count(), JOBS.len(), "sprio rows");
+    assert_eq!(fw_sprio, mf_sprio, "sprio factors");
 }

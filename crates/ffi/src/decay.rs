@@ -108,7 +108,7 @@ impl Ctld {
 }
 
 /// Calls `f` on every element of a Slurm `List` (caller holds the list's lock).
-fn for_each(list: sys::List, mut f: impl FnMut(*mut c_void)) {
+pub(crate) fn for_each(list: sys::List, mut f: impl FnMut(*mut c_void)) {
     if list.is_null() {
         return;
     }

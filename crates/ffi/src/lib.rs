@@ -28,6 +28,8 @@ pub mod log;
 #[cfg(feature = "internal")]
 pub mod multifactor;
 pub mod plugin;
+#[cfg(feature = "internal")]
+pub mod sprio;
 mod string;
 pub mod sym;
 

@@ -432,13 +432,16 @@ macro_rules! priority_plugin {
             ::core::arch::naked_asm!("jmp {}", sym $crate::plugin::fairway_calc_fs_factor_ld)
         }
 
-        /// `priority_g_get_priority_factors_list()`: no factors yet (sprio shows none).
+        /// `priority_g_get_priority_factors_list()`: what `sprio` shows.
         #[no_mangle]
-        pub extern "C" fn priority_p_get_priority_factors_list(
-            _req_msg: *mut ::std::os::raw::c_void,
-            _uid: u32,
-        ) -> *mut ::std::os::raw::c_void {
-            ::std::ptr::null_mut()
+        pub unsafe extern "C" fn priority_p_get_priority_factors_list(
+            req_msg: *mut $crate::__private::slurm_sys::priority_factors_request_msg_t,
+            uid: u32,
+        ) -> $crate::__private::slurm_sys::List {
+            $crate::guard("priority_p_get_priority_factors_list", ::std::ptr::null_mut(), || {
+                // SAFETY: slurmctld's RPC handler passes a valid request, holding no locks.
+                unsafe { $crate::sprio::factors_list(req_msg, uid) }
+            })
         }
 
         /// `priority_g_job_end()`: job write lock held.

@@ -4,8 +4,8 @@
 //! of age, association, fair share, job size, partition and QOS, plus site factor and
 //! nice, computed by `fairway_core::multifactor`; the FFI layer's decay thread decays
 //! and accrues usage and runs Fair Tree or classic fair share. Not yet: TRES weights,
-//! per-partition priorities of multi-partition jobs, the factors list for `sprio`,
-//! periodic usage resets, and Fairway's own terms.
+//! per-partition priorities of multi-partition jobs, periodic usage resets, and
+//! Fairway's own terms.
 
 use std::sync::RwLock;
 
@@ -50,12 +50,14 @@ impl Priority for FairwayPriority {
 
     fn priority(&self, job: &mut JobRecord<'_>, now: i64) -> u32 {
         if job.direct_set_prio() && job.priority() > 0 {
+            job.clear_priority_factors();
             return job.priority();
         }
         let knobs = self.knobs();
         let input = job.multifactor_input(now, |u, s| fairshare::classic_factor(u, s, knobs.damping));
         let factors = multifactor::factors(&knobs.weights, &input);
         let prio = multifactor::priority(&knobs.weights, &factors);
+        job.store_priority_factors(&knobs.weights, &factors);
         tracing::debug!(job_id = job.job_id(), prio, ?factors, "priority set");
         prio
     }
