@@ -146,7 +146,7 @@ fn main() {
             .allowlist_var("READ_LOCK|WRITE_LOCK|NO_LOCK|TRES_ARRAY_.*|ACCOUNTING_ENFORCE_LIMITS")
             // libslurmfull functions (present in every Slurm process, so safe to link
             // directly); slurmctld-only ones are looked up at run time instead.
-            .allowlist_function("assoc_mgr_lock|assoc_mgr_unlock|slurm_with_slurmdbd")
+            .allowlist_function("assoc_mgr_lock|assoc_mgr_unlock|slurm_with_slurmdbd|dump_assoc_mgr_state")
             .allowlist_function("site_factor_plugin_init|site_factor_plugin_fini|site_factor_g_.*")
             .allowlist_function(
                 "list_iterator_create|list_next|list_iterator_destroy|list_count|list_create|list_append|list_destroy",

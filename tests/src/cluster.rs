@@ -187,6 +187,31 @@ impl Cluster {
         self.daemons.iter_mut().any(|d| d.name == daemon && matches!(d.child.try_wait(), Ok(None)))
     }
 
+    /// Kills slurmctld with SIGKILL (no state save) and waits until it is gone.
+    pub fn kill_slurmctld(&mut self) -> Result<()> {
+        let i = self.daemons.iter().position(|d| d.name == "slurmctld").context("slurmctld is not running")?;
+        let mut d = self.daemons.remove(i);
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(d.child.id() as i32, libc::SIGKILL);
+        }
+        d.child.wait()?;
+        Ok(())
+    }
+
+    /// Starts slurmctld again on the same configuration and state, waiting until it
+    /// answers and the node is back.
+    pub fn restart_slurmctld(&mut self) -> Result<()> {
+        self.spawn("slurmctld", Command::new("slurmctld").arg("-D"), "slurmctld.log")?;
+        self.wait("slurmctld", "scontrol ping says UP", |c| {
+            Ok(c.cmd("scontrol", &["ping"])?.stdout.contains("is UP"))
+        })?;
+        let node = self.node.clone();
+        self.wait("slurmctld", "node idle again", |c| {
+            Ok(c.cmd("sinfo", &["-h", "-n", &node, "-o", "%T"])?.stdout.trim() == "idle")
+        })
+    }
+
     /// Runs a Slurm command as root against this cluster.
     pub fn cmd(&self, prog: &str, args: &[&str]) -> Result<CmdOutput> {
         let out = Command::new(prog)

@@ -5,8 +5,9 @@
 //! `grp_used_tres_run_secs`, as limits expect), recomputes fair share (Fair Tree or
 //! classic, in `fairway_core::fairshare`) and the priority of pending jobs, and records
 //! when it ran in `StateSaveLocation/fairway_priority_last_decay` so a restart (kill -9
-//! included) resumes from the last pass. Usage itself is saved by slurmctld
-//! (`assoc_usage`, `qos_usage`). Periodic `PriorityUsageResetPeriod` resets (other than
+//! included) resumes from the last pass. Usage itself (`assoc_usage`, `qos_usage`) is
+//! saved after every pass, so a crash loses at most one calc period of it (slurmctld
+//! alone saves it every 5 minutes). Periodic `PriorityUsageResetPeriod` resets (other than
 //! NOW) are not implemented yet and are reported at startup.
 
 use std::collections::HashMap;
@@ -356,6 +357,10 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute) {
         }
         last_ran = start;
         LAST_RAN.store(last_ran, Ordering::Relaxed);
+        // Save usage with the pass, not only at slurmctld's 5-minute checkpoint, so a
+        // crash (kill -9) loses at most one PriorityCalcPeriod of usage.
+        // SAFETY: libslurmfull function; takes assoc_mgr's file write lock itself.
+        unsafe { sys::dump_assoc_mgr_state() };
         write_last_ran(last_ran);
 
         next += Duration::from_secs(u64::from(knobs.calc_period));

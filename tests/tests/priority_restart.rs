@@ -1,0 +1,45 @@
+//! Usage survives a crash: kill -9 of slurmctld loses at most one calc period.
+
+use std::time::{Duration, Instant};
+
+use fairway_tests::{Cluster, ClusterSpec};
+
+fn raw_usage(c: &Cluster, user: &str) -> f64 {
+    let out = c.cmd("sshare", &["-h", "-P", "-u", user, "-o", "User,RawUsage"]).unwrap();
+    out.stdout
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .find(|(u, _)| *u == user)
+        .and_then(|(_, r)| r.parse().ok())
+        .unwrap_or_else(|| panic!("no RawUsage for {user}: {out:?}"))
+}
+
+#[test]
+fn usage_survives_kill_9_of_slurmctld() {
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec!["PriorityCalcPeriod=1".into(), "PriorityWeightFairshare=1000".into()],
+        ..ClusterSpec::default()
+    };
+    let mut c = Cluster::start(&spec).expect("cluster starts");
+    let job = c.sbatch("fw_alice", &["-n", "2", "--wrap=sleep 10"]).unwrap();
+    c.wait_job(job, &["COMPLETED"], Duration::from_secs(60)).unwrap();
+    // Let one decay pass (1 minute) run after the job, so its usage has been saved.
+    let pass = std::fs::metadata(c.dir().join("state/fairway_priority_last_decay")).and_then(|m| m.modified()).ok();
+    let start = Instant::now();
+    c.wait_until("a decay pass after the job", || {
+        let now = std::fs::metadata(c.dir().join("state/fairway_priority_last_decay")).and_then(|m| m.modified()).ok();
+        Ok(now.is_some() && now != pass && start.elapsed() > Duration::from_secs(1))
+    })
+    .unwrap_or_else(|_| panic!("no decay pass recorded"));
+    let before = raw_usage(&c, "fw_alice");
+    assert!(before >= 15.0, "2 CPUs × 10 s should be ~20 CPU-seconds, got {before}");
+
+    c.kill_slurmctld().unwrap();
+    c.restart_slurmctld().unwrap();
+    let after = raw_usage(&c, "fw_alice");
+    eprintln!("RawUsage of fw_alice: {before} before kill -9, {after} after restart");
+    // Decay over one calc period with a 7-day half-life is ~0.007%; allow rounding.
+    assert!((after - before).abs() <= 1.0, "usage changed across the crash: {before} -> {after}");
+    assert!(c.log("slurmctld").contains("fairway"), "plugin did not load after restart");
+    c.stop().unwrap();
+}
