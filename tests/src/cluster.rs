@@ -36,6 +36,10 @@ pub struct ClusterSpec {
     pub qos: Vec<(String, u32)>,
     /// Whether to start slurmd (a compute node).
     pub slurmd: bool,
+    /// Generic resources of the node: its `Gres=` value (e.g. `gpu:a100:4`) and the
+    /// `gres.conf` lines describing them (`{dir}` stands for the cluster directory,
+    /// whose `dev/nvidia0..15` are stand-in device files); `GresTypes` follows.
+    pub gres: Option<(String, String)>,
 }
 
 impl Default for ClusterSpec {
@@ -54,6 +58,7 @@ impl Default for ClusterSpec {
             ],
             users: vec![(s("fw_alice"), s("vision")), (s("fw_bob"), s("nlp"))],
             user_fairshare: Vec::new(),
+            gres: None,
             qos: vec![(s("high"), 1000), (s("scavenger"), 0)],
             slurmd: true,
         }
@@ -130,6 +135,14 @@ impl Cluster {
         fs::set_permissions(&dbd_conf, fs::Permissions::from_mode(0o600))?;
         if let Some(t) = &spec.fairway_toml {
             fs::write(root.join("fairway.toml"), t)?;
+        }
+        if let Some((_, gres_conf)) = &spec.gres {
+            // Stand-in device files for GPUs this machine lacks: `{dir}/dev/nvidiaN`.
+            fs::create_dir_all(root.join("dev"))?;
+            for i in 0..16 {
+                fs::write(root.join(format!("dev/nvidia{i}")), "")?;
+            }
+            fs::write(root.join("gres.conf"), gres_conf.replace("{dir}", &root.display().to_string()))?;
         }
 
         cluster.start_munge(&layout)?;

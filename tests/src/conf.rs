@@ -67,12 +67,22 @@ pub(crate) fn slurm_conf(l: &Layout<'_>, spec: &ClusterSpec) -> String {
     if !spec.job_submit_plugins.is_empty() {
         let _ = writeln!(s, "JobSubmitPlugins={}", spec.job_submit_plugins.join(","));
     }
+    let mut node_gres = String::new();
+    if let Some((gres, _)) = &spec.gres {
+        let mut types: Vec<&str> = gres.split(',').filter_map(|g| g.split(':').next()).collect();
+        types.dedup();
+        let _ = writeln!(s, "GresTypes={}", types.join(","));
+        // Account GPUs (sacct AllocTRES, usage by TRES) as GPU sites do.
+        let tres: Vec<String> = types.iter().map(|t| format!("gres/{t}")).collect();
+        let _ = writeln!(s, "AccountingStorageTRES={}", tres.join(","));
+        node_gres = format!(" Gres={gres}");
+    }
     for line in &spec.slurm_conf_extra {
         let _ = writeln!(s, "{line}");
     }
     let _ = writeln!(
         s,
-        "NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={cpus} RealMemory=2000 State=UNKNOWN\n\
+        "NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={cpus} RealMemory=2000{node_gres} State=UNKNOWN\n\
          PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP",
         node = l.node_name,
         host = l.hostname,

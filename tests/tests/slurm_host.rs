@@ -143,3 +143,23 @@ fn harness_restarts_cleanly_and_leaves_nothing_behind() {
         }
     }
 }
+
+/// The harness describes GPUs through gres.conf (here without device files: this
+/// machine has none) and Slurm schedules them.
+#[test]
+fn gres_from_the_spec_reaches_slurm() {
+    let spec = ClusterSpec {
+        gres: Some(("gpu:a100:4".into(), "Name=gpu Type=a100 File={dir}/dev/nvidia[0-3]\n".into())),
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    let node = c.cmd("scontrol", &["-o", "show", "node", &c.node]).unwrap().stdout;
+    assert!(node.contains("Gres=gpu:a100:4"), "{node}");
+    let job = c.sbatch("fw_alice", &["--gpus=a100:2", "--wrap=true"]).expect("sbatch");
+    c.wait_job(job, &["COMPLETED"], Duration::from_secs(60)).unwrap();
+    let acct = c.cmd("sacct", &["-n", "-X", "-P", "-j", &job.to_string(), "-o", "AllocTRES"]).unwrap().stdout;
+    assert!(acct.contains("gres/gpu=2"), "{acct}");
+    let err = c.sbatch("fw_alice", &["--gpus=a100:8", "--wrap=true"]).expect_err("more GPUs than exist");
+    assert!(err.contains("Requested node configuration is not available"), "{err}");
+    c.stop().unwrap();
+}
