@@ -94,7 +94,8 @@ fn main() {
         .allowlist_var("PRIORITY_FLAGS_.*|PRIORITY_RESET_.*|ESLURM_.*|QOS_FLAG_NO_DECAY")
         .allowlist_type("job_states")
         .allowlist_var("JOB_STATE_BASE|JOB_COMPLETING|JOB_RESIZING|JOB_POWER_UP_NODE|JOB_REVOKED|NO_CONSUME_VAL64")
-        .allowlist_var("PRIVATE_DATA_JOBS");
+        .allowlist_var("PRIVATE_DATA_JOBS|DEBUG_FLAG_PRIO")
+        .allowlist_type("slurmdb_tres_rec_t");
 
     let internal = env::var_os("CARGO_FEATURE_INTERNAL").is_some();
     if internal {
@@ -153,6 +154,7 @@ fn main() {
             )
             .allowlist_function("slurm_copy_priority_factors_object|slurm_destroy_priority_factors_object")
             .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata|slurm_xcalloc")
+            .allowlist_function("assoc_mgr_find_tres_pos")
     }
 
     let bindings =

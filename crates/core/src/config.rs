@@ -30,10 +30,8 @@ pub struct Config {
     pub predictor: PredictorConfig,
 }
 
-/// `[priority]`: weights of Fairway's terms, added to multifactor's factors.
-///
-/// These keys are accepted and validated now; the terms they weigh are computed once
-/// the priority issue lands (see README, "Status").
+/// `[priority]`: Fairway's terms, added to multifactor's factors through the site
+/// factor (see [`crate::terms`]).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PriorityConfig {

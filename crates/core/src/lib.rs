@@ -10,12 +10,16 @@
 //! - [`time`]: Slurm's time-limit syntax (`days-hours:minutes:seconds`).
 //! - [`fairshare`]: fair-share arithmetic shared by the priority plugin and `sshare`.
 //! - [`multifactor`]: `priority/multifactor`'s factors and weighted sum.
+//! - [`terms`]: Fairway's own priority terms (predicted work, deadline, starvation).
+//! - [`predict`]: online runtime prediction from each job's history.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod config;
 pub mod fairshare;
 pub mod multifactor;
+pub mod predict;
+pub mod terms;
 pub mod time;
 
 pub use config::{Config, ConfigError};

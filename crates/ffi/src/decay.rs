@@ -34,6 +34,9 @@ extern "C" {
 /// Recomputes a pending job's priority at a given time (the plugin's `priority`).
 pub type Recompute = fn(&mut JobRecord<'_>, i64) -> Option<u32>;
 
+/// Called after each pass with no locks held (the plugin's periodic work).
+pub type AfterPass = fn();
+
 /// slurmctld-only symbols, resolved at run time (see [`crate::sym`]).
 struct Ctld {
     lock: unsafe extern "C" fn(sys::slurmctld_lock_t),
@@ -210,7 +213,7 @@ impl Knobs {
 
 /// Starts the decay thread if this is slurmctld with slurmdbd accounting (as
 /// multifactor does); `None` otherwise.
-pub fn start(recompute: Recompute) -> Option<DecayThread> {
+pub fn start(recompute: Recompute, after_pass: AfterPass) -> Option<DecayThread> {
     // SAFETY: libslurmfull function without arguments; reads slurm_conf.
     if !crate::sym::in_slurmctld() || !unsafe { sys::slurm_with_slurmdbd() } {
         return None;
@@ -244,7 +247,7 @@ pub fn start(recompute: Recompute) -> Option<DecayThread> {
     let (c2, s2) = (ctld.clone(), stop.clone());
     let handle = std::thread::Builder::new()
         .name("fairway_decay".into())
-        .spawn(move || crate::guard("decay thread", (), || run(&c2, &s2, recompute)))
+        .spawn(move || crate::guard("decay thread", (), || run(&c2, &s2, recompute, after_pass)))
         .ok()?;
     Some(DecayThread { stop, handle: Some(handle), ctld })
 }
@@ -300,7 +303,7 @@ fn write_last_ran(t: i64) {
     }
 }
 
-fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute) {
+fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_pass: AfterPass) {
     let mut knobs = Knobs::read();
     let mut last_ran = LAST_RAN.load(Ordering::Relaxed);
     init_grp_used_tres_run_secs(ctld, last_ran);
@@ -362,6 +365,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute) {
         // SAFETY: libslurmfull function; takes assoc_mgr's file write lock itself.
         unsafe { sys::dump_assoc_mgr_state() };
         write_last_ran(last_ran);
+        crate::guard("decay pass hook", (), after_pass);
 
         next += Duration::from_secs(u64::from(knobs.calc_period));
         let (m, cv) = stop;

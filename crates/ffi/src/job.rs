@@ -91,6 +91,67 @@ impl<'a> JobRecord<'a> {
         self.0.direct_set_prio != 0
     }
 
+    /// The job's user id.
+    pub fn user_id(&self) -> u32 {
+        self.0.user_id
+    }
+
+    /// The job's account.
+    pub fn account(&self) -> Option<Cow<'_, str>> {
+        opt_str(self.0.account)
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> Option<Cow<'_, str>> {
+        opt_str(self.0.name)
+    }
+
+    /// `--deadline`, Unix seconds.
+    pub fn deadline(&self) -> Option<i64> {
+        (self.0.deadline > 0).then_some(self.0.deadline)
+    }
+
+    /// The time limit in seconds, if set.
+    pub fn time_limit_secs(&self) -> Option<u64> {
+        (self.0.time_limit != slurm_sys::NO_VAL && self.0.time_limit != slurm_sys::INFINITE)
+            .then(|| u64::from(self.0.time_limit) * 60)
+    }
+
+    /// When the job became eligible to run (accrue time, else begin time; 0 if not).
+    pub fn eligible_since(&self) -> i64 {
+        // SAFETY: `details` is NULL or valid for the job's lifetime.
+        match unsafe { self.0.details.as_ref() } {
+            Some(d) if d.accrue_time != 0 => d.accrue_time,
+            Some(d) => d.begin_time,
+            None => 0,
+        }
+    }
+
+    /// Run time in seconds of a job that completed successfully.
+    pub fn completed_runtime(&self) -> Option<u64> {
+        let ok = self.0.job_state & slurm_sys::JOB_STATE_BASE == slurm_sys::JOB_COMPLETE;
+        (ok && self.0.start_time > 0 && self.0.end_time >= self.0.start_time)
+            .then(|| (self.0.end_time - self.0.start_time) as u64)
+    }
+
+    /// GPUs requested (allocated, once running): the `gres/gpu` TRES count.
+    pub fn gpus(&self) -> u32 {
+        let pos = crate::multifactor::gpu_tres_pos();
+        let Ok(pos) = usize::try_from(pos) else { return 0 };
+        let arr = if !self.0.tres_alloc_cnt.is_null() { self.0.tres_alloc_cnt } else { self.0.tres_req_cnt };
+        if arr.is_null() {
+            return 0;
+        }
+        // SAFETY: TRES count arrays have one slot per configured TRES and `pos` is a
+        // position assoc_mgr returned for this configuration.
+        let v = unsafe { *arr.add(pos) };
+        if v == slurm_sys::NO_CONSUME_VAL64 {
+            0
+        } else {
+            v.min(u64::from(u32::MAX)) as u32
+        }
+    }
+
     /// `--nice`, without Slurm's `NICE_OFFSET` (positive = lower priority).
     pub fn nice(&self) -> i64 {
         // SAFETY: `details` is NULL or valid for the job's lifetime.

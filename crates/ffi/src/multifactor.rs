@@ -78,6 +78,37 @@ pub fn site_factor_reconfig() {
     unsafe { sys::site_factor_g_reconfig() };
 }
 
+/// The position of `gres/gpu` in TRES arrays (negative if not configured).
+pub fn gpu_tres_pos() -> i32 {
+    let mut rec = sys::slurmdb_tres_rec_t {
+        type_: c"gres".as_ptr().cast_mut(),
+        name: c"gpu".as_ptr().cast_mut(),
+        ..Default::default()
+    };
+    // SAFETY: a lookup by type and name; assoc_mgr takes its TRES read lock itself
+    // (locked = false) and does not keep the pointers.
+    unsafe { sys::assoc_mgr_find_tres_pos(&mut rec, false) }
+}
+
+/// Whether `DebugFlags=Priority` is on (per-job priority logging).
+pub fn debug_priority() -> bool {
+    // SAFETY: plain read of the initialised global config.
+    let flags = unsafe { (*std::ptr::addr_of!(sys::slurm_conf)).debug_flags };
+    flags & u64::from(sys::DEBUG_FLAG_PRIO) != 0
+}
+
+/// `StateSaveLocation`.
+pub fn state_save_location() -> std::path::PathBuf {
+    // SAFETY: NUL-terminated path in the initialised config, or NULL.
+    unsafe {
+        let p = (*std::ptr::addr_of!(sys::slurm_conf)).state_save_location;
+        if p.is_null() {
+            return std::path::PathBuf::from("/var/spool/slurmctld");
+        }
+        std::path::PathBuf::from(std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
 /// Whether `PriorityWeightTRES` is set (not yet applied by priority/fairway).
 pub fn tres_weights_configured() -> bool {
     // SAFETY: as in `weights`.

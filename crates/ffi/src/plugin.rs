@@ -194,6 +194,15 @@ pub trait Priority: Sized + Send + Sync + 'static {
 
     /// Classic fair-share factor from effective usage and normalised shares.
     fn calc_fs_factor(&self, usage_efctv: f64, shares_norm: f64) -> f64;
+
+    /// A job ended (job write lock held): learn from it; keep it quick.
+    fn job_end(&self, _job: &mut JobRecord<'_>) {}
+
+    /// After each decay pass, with no locks held: persist state.
+    fn after_decay_pass(&self) {}
+
+    /// Before the plugin is unloaded.
+    fn fini(&self) {}
 }
 
 /// The decay thread of the loaded priority plugin, if running.
@@ -348,7 +357,7 @@ macro_rules! priority_plugin {
                         $crate::__private::tracing::error!("{knob} can only be used with SlurmDBD, ignoring");
                     }
                     *$crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()) =
-                        $crate::decay::start(fairway_recompute);
+                        $crate::decay::start(fairway_recompute, fairway_after_pass);
                     $crate::multifactor::site_factor_init();
                 }
                 rc
@@ -357,6 +366,10 @@ macro_rules! priority_plugin {
 
         fn fairway_recompute(job: &mut $crate::job::JobRecord<'_>, now: i64) -> Option<u32> {
             FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::priority(p, job, now))
+        }
+
+        fn fairway_after_pass() {
+            FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::after_decay_pass(p));
         }
 
         /// Called by Slurm before unloading the plugin.
@@ -368,6 +381,7 @@ macro_rules! priority_plugin {
                 if had_decay {
                     $crate::multifactor::site_factor_fini();
                 }
+                FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::fini(p));
                 FAIRWAY_PLUGIN.clear();
                 $crate::SLURM_SUCCESS
             })
@@ -453,6 +467,7 @@ macro_rules! priority_plugin {
                     if let Some(d) = $crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
                         d.job_end(&mut job);
                     }
+                    FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::job_end(p, &mut job));
                 }
             })
         }

@@ -1,15 +1,25 @@
-//! `priority/fairway`: a drop-in for `PriorityType=priority/multifactor`.
-//!
-//! Current state (see README, "Status"): job priorities are multifactor's weighted sum
-//! of age, association, fair share, job size, partition and QOS, plus site factor and
-//! nice, computed by `fairway_core::multifactor`; the FFI layer's decay thread decays
-//! and accrues usage and runs Fair Tree or classic fair share. Not yet: TRES weights,
-//! per-partition priorities of multi-partition jobs, periodic usage resets, and
+//! `priority/fairway`: a drop-in for `PriorityType=priority/multifactor`, plus
 //! Fairway's own terms.
+//!
+//! With `fairway.toml`'s `[priority]` weights at 0 (the default), job priorities are
+//! multifactor's weighted sum of age, association, fair share, job size, partition and
+//! QOS, plus site factor and nice (`fairway_core::multifactor`); the FFI layer's decay
+//! thread decays and accrues usage and runs Fair Tree or classic fair share.
+//! Fairway's terms (`fairway_core::terms`: predicted work, deadline urgency, the
+//! starvation bound) are added through the site factor, so `sprio` shows them in its
+//! SITE column. Run times are learned at job end (`fairway_core::predict`) and saved
+//! after each decay pass in `StateSaveLocation`.
+//!
+//! Not yet: `PriorityWeightTRES`, per-partition priorities of multi-partition jobs,
+//! periodic usage resets.
 
-use std::sync::RwLock;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
 
-use fairway_core::{fairshare, multifactor, Config};
+use fairway_core::config::PriorityConfig;
+use fairway_core::predict::{JobKey, RuntimePredictor};
+use fairway_core::{fairshare, multifactor, terms, Config};
 use fairway_ffi::job::JobRecord;
 use fairway_ffi::plugin::Priority;
 
@@ -17,6 +27,12 @@ use fairway_ffi::plugin::Priority;
 pub struct FairwayPriority {
     /// slurm.conf's knobs, re-read on `scontrol reconfigure`.
     conf: RwLock<SlurmKnobs>,
+    /// fairway.toml's `[priority]`.
+    terms: PriorityConfig,
+    predictor: Mutex<RuntimePredictor>,
+    predictor_path: PathBuf,
+    /// Whether the predictor learned something not yet saved.
+    dirty: AtomicBool,
 }
 
 struct SlurmKnobs {
@@ -34,14 +50,60 @@ impl FairwayPriority {
     fn knobs(&self) -> std::sync::RwLockReadGuard<'_, SlurmKnobs> {
         self.conf.read().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn key(job: &JobRecord<'_>) -> JobKey {
+        JobKey {
+            user: job.user_id(),
+            account: job.account().unwrap_or_default().into_owned(),
+            name: job.name().unwrap_or_default().into_owned(),
+            gpus: job.gpus(),
+        }
+    }
+
+    fn predictor(&self) -> std::sync::MutexGuard<'_, RuntimePredictor> {
+        self.predictor.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn save_predictor(&self) {
+        if self.dirty.swap(false, Ordering::Relaxed) {
+            let snapshot = self.predictor().clone();
+            if let Err(e) = snapshot.save(&self.predictor_path) {
+                tracing::error!("cannot save runtime history: {e}");
+            }
+        }
+    }
 }
 
 impl Priority for FairwayPriority {
-    fn init(_config: Config, in_slurmctld: bool) -> Result<Self, String> {
+    fn init(config: Config, in_slurmctld: bool) -> Result<Self, String> {
         if in_slurmctld && fairway_ffi::multifactor::tres_weights_configured() {
             tracing::error!("PriorityWeightTRES is not applied by priority/fairway yet: TRES factors count as 0");
         }
-        Ok(Self { conf: RwLock::new(SlurmKnobs::read()) })
+        let predictor_path = fairway_ffi::multifactor::state_save_location().join(&config.predictor.state_file);
+        let predictor = if in_slurmctld {
+            RuntimePredictor::load(&predictor_path).unwrap_or_else(|e| {
+                tracing::error!("runtime history unreadable, starting empty: {e}");
+                RuntimePredictor::default()
+            })
+        } else {
+            RuntimePredictor::default()
+        };
+        if in_slurmctld && terms::any_enabled(&config.priority) {
+            tracing::info!(
+                "Fairway terms: weight_predicted_work={} weight_deadline={} max_wait={:?}s; runtime history for {} job keys",
+                config.priority.weight_predicted_work,
+                config.priority.weight_deadline,
+                config.priority.max_wait.map(|s| s.0),
+                predictor.len()
+            );
+        }
+        Ok(Self {
+            conf: RwLock::new(SlurmKnobs::read()),
+            terms: config.priority,
+            predictor: Mutex::new(predictor),
+            predictor_path,
+            dirty: AtomicBool::new(false),
+        })
     }
 
     fn reconfig(&self, _assoc_clear: bool) {
@@ -55,15 +117,62 @@ impl Priority for FairwayPriority {
         }
         let knobs = self.knobs();
         let input = job.multifactor_input(now, |u, s| fairshare::classic_factor(u, s, knobs.damping));
-        let factors = multifactor::factors(&knobs.weights, &input);
-        let prio = multifactor::priority(&knobs.weights, &factors);
+        let mut factors = multifactor::factors(&knobs.weights, &input);
+        let mut starving = None;
+        if terms::any_enabled(&self.terms) {
+            let limit = job.time_limit_secs();
+            let expected = self.predictor().predict(&Self::key(job), limit);
+            let t = terms::compute(
+                &self.terms,
+                &terms::TermsInput {
+                    now,
+                    eligible_since: job.eligible_since(),
+                    deadline: job.deadline(),
+                    expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
+                    gpus: job.gpus(),
+                },
+            );
+            let bonus = terms::site_bonus(&self.terms, &t);
+            factors.site = (i64::from(factors.site) + bonus).clamp(0, i64::from(u32::MAX)) as u32;
+            starving = t.starving_for;
+            if fairway_ffi::multifactor::debug_priority() {
+                tracing::info!(
+                    job_id = job.job_id(),
+                    expected_runtime = ?expected,
+                    predicted_work = t.predicted_work,
+                    deadline = t.deadline,
+                    starving_for = ?t.starving_for,
+                    site_bonus = bonus,
+                    "Fairway terms"
+                );
+            }
+        }
         job.store_priority_factors(&knobs.weights, &factors);
-        tracing::debug!(job_id = job.job_id(), prio, ?factors, "priority set");
+        let prio = match starving {
+            Some(s) => terms::starving_priority(s),
+            None => multifactor::priority(&knobs.weights, &factors),
+        };
+        tracing::debug!(job_id = job.job_id(), prio, "priority set");
         prio
     }
 
     fn calc_fs_factor(&self, usage_efctv: f64, shares_norm: f64) -> f64 {
         fairshare::classic_factor(usage_efctv, shares_norm, self.knobs().damping)
+    }
+
+    fn job_end(&self, job: &mut JobRecord<'_>) {
+        if let Some(runtime) = job.completed_runtime() {
+            self.predictor().record(&Self::key(job), runtime);
+            self.dirty.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn after_decay_pass(&self) {
+        self.save_predictor();
+    }
+
+    fn fini(&self) {
+        self.save_predictor();
     }
 }
 

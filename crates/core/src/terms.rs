@@ -1,0 +1,163 @@
+//! Fairway's own priority terms, added to multifactor's sum through the site factor.
+//!
+//! All are off by default (`[priority]` in fairway.toml):
+//! - **predicted work**: less predicted GPU-time ranks higher. The factor is
+//!   `1 / (1 + work / 1 GPU-hour)`, so it is 1 for tiny jobs, 0.5 at one GPU-hour and
+//!   tends to 0; times `weight_predicted_work` it can never add more than that weight.
+//! - **deadline urgency**: for a job with `--deadline`, `expected / (expected + slack)`
+//!   where slack is the time left after the expected run time: near 0 with plenty of
+//!   slack, 1 once the job can only just (or no longer) finish in time.
+//! - **starvation bound**: a job eligible for longer than `max_wait` is lifted above
+//!   every job that is not starving, older starvation first.
+
+use crate::config::PriorityConfig;
+
+/// One GPU-hour, the work at which the predicted-work factor is 1/2.
+pub const WORK_SCALE_GPU_SECONDS: f64 = 3600.0;
+
+/// Priorities from here up are reserved for starving jobs.
+pub const STARVING_BASE: u32 = 0xF000_0000;
+
+/// Run time assumed when neither a prediction nor a time limit exists (one day).
+pub const DEFAULT_RUNTIME_SECS: f64 = 86_400.0;
+
+/// What the terms are computed from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TermsInput {
+    /// Now, Unix seconds.
+    pub now: i64,
+    /// When the job became eligible (0 = not eligible yet).
+    pub eligible_since: i64,
+    /// `--deadline`, Unix seconds.
+    pub deadline: Option<i64>,
+    /// Expected run time in seconds: the prediction, else the time limit.
+    pub expected_runtime: f64,
+    /// GPUs requested (0 for CPU-only jobs, which count as one device).
+    pub gpus: u32,
+}
+
+/// The unweighted terms of one job.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Terms {
+    /// Predicted-work factor in (0, 1].
+    pub predicted_work: f64,
+    /// Deadline urgency in [0, 1].
+    pub deadline: f64,
+    /// Seconds past `max_wait`, if the job is starving.
+    pub starving_for: Option<u64>,
+}
+
+/// Computes the terms that `config` turns on.
+pub fn compute(config: &PriorityConfig, j: &TermsInput) -> Terms {
+    let expected = if j.expected_runtime.is_finite() && j.expected_runtime > 0.0 {
+        j.expected_runtime
+    } else {
+        DEFAULT_RUNTIME_SECS
+    };
+    let mut t = Terms::default();
+    if config.weight_predicted_work > 0 {
+        let work = expected * f64::from(j.gpus.max(1));
+        t.predicted_work = 1.0 / (1.0 + work / WORK_SCALE_GPU_SECONDS);
+    }
+    if config.weight_deadline > 0 {
+        if let Some(deadline) = j.deadline {
+            let slack = (deadline - j.now) as f64 - expected;
+            t.deadline = if slack <= 0.0 { 1.0 } else { expected / (expected + slack) };
+        }
+    }
+    if let (Some(max_wait), true) = (config.max_wait, j.eligible_since > 0) {
+        let waited = (j.now - j.eligible_since).max(0) as u64;
+        if waited >= max_wait.0 {
+            t.starving_for = Some(waited - max_wait.0);
+        }
+    }
+    t
+}
+
+/// The weighted sum of the non-starvation terms, added to the site factor.
+pub fn site_bonus(config: &PriorityConfig, t: &Terms) -> i64 {
+    let b = t.predicted_work * f64::from(config.weight_predicted_work) + t.deadline * f64::from(config.weight_deadline);
+    b.round() as i64
+}
+
+/// The priority of a starving job: above every non-starving one (multifactor sums stay
+/// below [`STARVING_BASE`] unless weights are set absurdly high), longer starvation first.
+pub fn starving_priority(starving_for: u64) -> u32 {
+    STARVING_BASE.saturating_add(starving_for.min(u64::from(u32::MAX - STARVING_BASE)) as u32)
+}
+
+/// Whether any of Fairway's terms is on.
+pub fn any_enabled(config: &PriorityConfig) -> bool {
+    config.weight_predicted_work > 0 || config.weight_deadline > 0 || config.max_wait.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Seconds;
+    use proptest::prelude::*;
+
+    fn config() -> PriorityConfig {
+        PriorityConfig { weight_predicted_work: 1000, weight_deadline: 5000, max_wait: Some(Seconds(3600)) }
+    }
+
+    #[test]
+    fn off_by_default() {
+        let t = compute(
+            &PriorityConfig::default(),
+            &TermsInput { now: 100, eligible_since: 1, deadline: Some(200), expected_runtime: 50.0, gpus: 8 },
+        );
+        assert_eq!(t, Terms::default());
+        assert_eq!(site_bonus(&PriorityConfig::default(), &t), 0);
+    }
+
+    #[test]
+    fn one_gpu_hour_is_half() {
+        let t = compute(&config(), &TermsInput { expected_runtime: 900.0, gpus: 4, ..TermsInput::default() });
+        assert_eq!(t.predicted_work, 0.5);
+    }
+
+    #[test]
+    fn deadline_urgency_grows_as_slack_shrinks() {
+        let at = |now| {
+            compute(
+                &config(),
+                &TermsInput { now, deadline: Some(10_000), expected_runtime: 1000.0, ..TermsInput::default() },
+            )
+            .deadline
+        };
+        assert!(at(0) < at(5000) && at(5000) < at(8000));
+        assert_eq!(at(9000), 1.0);
+        assert_eq!(at(20_000), 1.0);
+    }
+
+    #[test]
+    fn starvation_after_max_wait_only() {
+        let at =
+            |now| compute(&config(), &TermsInput { now, eligible_since: 1000, ..TermsInput::default() }).starving_for;
+        assert_eq!(at(4599), None);
+        assert_eq!(at(4600), Some(0));
+        assert_eq!(at(5600), Some(1000));
+        assert!(starving_priority(1000) > starving_priority(0));
+        assert_eq!(starving_priority(u64::MAX), u32::MAX);
+    }
+
+    proptest! {
+        #[test]
+        fn bonus_is_bounded_by_the_weights(rt in 0.0f64..1e7, gpus in 0u32..1024, now in 0i64..1_000_000, dl in 0i64..2_000_000) {
+            let c = config();
+            let t = compute(&c, &TermsInput { now, eligible_since: 0, deadline: Some(dl), expected_runtime: rt, gpus });
+            prop_assert!((0.0..=1.0).contains(&t.predicted_work));
+            prop_assert!((0.0..=1.0).contains(&t.deadline));
+            let b = site_bonus(&c, &t);
+            prop_assert!(b >= 0 && b <= i64::from(c.weight_predicted_work + c.weight_deadline));
+        }
+
+        #[test]
+        fn less_work_never_ranks_lower(a in 1.0f64..1e6, b in 1.0f64..1e6, gpus in 1u32..64) {
+            let c = config();
+            let f = |rt| compute(&c, &TermsInput { expected_runtime: rt, gpus, ..TermsInput::default() }).predicted_work;
+            if a <= b { prop_assert!(f(a) >= f(b)); }
+        }
+    }
+}
