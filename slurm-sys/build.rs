@@ -132,7 +132,8 @@ fn main() {
         let internal_h = format!(
             "#include \"config.h\"\n#include \"src/slurmctld/slurmctld.h\"\n#include \"src/slurmctld/locks.h\"\n\
              #include \"src/common/assoc_mgr.h\"\n#include \"src/common/read_config.h\"\n#include \"{interfaces}/{priority_h}\"\n\
-             #include \"{site_factor_h}\"\n#include \"src/common/slurm_mcs.h\"\n"
+             #include \"{site_factor_h}\"\n#include \"src/common/slurm_mcs.h\"\n\
+             #include \"src/common/slurm_protocol_api.h\"\n"
         );
         // A real file (not header_contents) so clang's macro fallback sees its macros.
         let internal_path = PathBuf::from(env::var("OUT_DIR").unwrap()).join("fairway_internal.h");
@@ -154,7 +155,7 @@ fn main() {
             )
             .allowlist_function("slurm_copy_priority_factors_object|slurm_destroy_priority_factors_object")
             .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata|slurm_xcalloc")
-            .allowlist_function("assoc_mgr_find_tres_pos")
+            .allowlist_function("assoc_mgr_find_tres_pos|slurm_get_tres_weight_array")
     }
 
     let bindings =

@@ -1,7 +1,7 @@
 //! priority/fairway against priority/multifactor on the same configuration and jobs.
 //!
-//! Covers association, job size, partition and QOS factors plus nice, in squeue's
-//! priorities and sprio's weighted factors. Fair share and age are left at weight 0 here (the
+//! Covers association, job size, partition, QOS and TRES factors plus nice, in
+//! squeue's priorities and sprio's weighted factors. Fair share and age are left at weight 0 here (the
 //! decay thread is not implemented yet; age differs between two clusters started
 //! seconds apart); their arithmetic has unit and property tests in fairway-core.
 
@@ -13,7 +13,7 @@ const JOBS: &[(&str, &[&str])] = &[
     ("fw_bob", &["-n", "1", "--qos=scavenger", "-p", "gpu"]),
     ("fw_bob", &["-n", "2", "-p", "gpu", "--nice=50"]),
     ("fw_alice", &["-N", "1", "--exclusive", "--qos=high", "-p", "gpu"]),
-    ("fw_bob", &["-n", "1", "-t", "30"]),
+    ("fw_bob", &["-n", "1", "-t", "30", "--mem=700"]),
 ];
 
 /// Submits JOBS to a cluster running `priority_type` and returns (job id, priority)
@@ -28,6 +28,7 @@ fn priorities(priority_type: &str) -> (Vec<(u32, u32)>, String) {
             "PriorityWeightJobSize=1000".into(),
             "PriorityWeightPartition=2000".into(),
             "PriorityWeightQOS=5000".into(),
+            "PriorityWeightTRES=CPU=700,Mem=300".into(),
             "PartitionName=gpu Nodes=ALL PriorityJobFactor=4 State=UP".into(),
         ],
         ..ClusterSpec::default()
@@ -60,8 +61,8 @@ fn priorities(priority_type: &str) -> (Vec<(u32, u32)>, String) {
         .collect();
     v.sort();
     // job, partition, user, priority, site, age, assoc, fair share, job size,
-    // partition, QOS, nice (weighted values)
-    let sprio = c.cmd("sprio", &["-h", "-o", "%i %r %u %Y %S %A %B %F %J %P %Q %N"]).unwrap();
+    // partition, QOS, nice, TRES (weighted values)
+    let sprio = c.cmd("sprio", &["-h", "-o", "%i %r %u %Y %S %A %B %F %J %P %Q %N %T"]).unwrap();
     assert!(sprio.ok(), "{sprio:?}");
     c.stop().unwrap();
     (v, sprio.stdout)

@@ -30,10 +30,33 @@ pub fn weights() -> Weights {
         job_size: c.priority_weight_js,
         partition: c.priority_weight_part,
         qos: c.priority_weight_qos,
-        tres: Vec::new(),
+        tres: tres_weights(c.priority_weight_tres),
         max_age: c.priority_max_age,
         favor_small: c.priority_favor_small != 0,
         flags: c.priority_flags,
+    }
+}
+
+/// `PriorityWeightTRES` as one weight per configured TRES, parsed by Slurm's own
+/// parser (in slurmctld, where the TRES list is known); empty when unset or invalid.
+fn tres_weights(text: *mut std::os::raw::c_char) -> Vec<f64> {
+    let Some(cnt) = crate::sym::lookup(c"slurmctld_tres_cnt") else { return Vec::new() };
+    if text.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: slurmctld's `int slurmctld_tres_cnt`; the parser returns NULL or an
+    // xmalloc'ed array of that many doubles, which we copy and xfree. fail=false: a bad
+    // string is logged by Slurm and ignored here rather than killing slurmctld.
+    unsafe {
+        let n = (*cnt.cast::<std::os::raw::c_int>()).max(0) as usize;
+        let mut arr = sys::slurm_get_tres_weight_array(text, n as std::os::raw::c_int, false);
+        if arr.is_null() {
+            tracing::error!("PriorityWeightTRES could not be parsed; TRES factors count as 0");
+            return Vec::new();
+        }
+        let v = std::slice::from_raw_parts(arr, n).to_vec();
+        sys::libslurmfull::slurm_xfree(std::ptr::addr_of_mut!(arr).cast());
+        v
     }
 }
 
@@ -109,12 +132,6 @@ pub fn state_save_location() -> std::path::PathBuf {
     }
 }
 
-/// Whether `PriorityWeightTRES` is set (not yet applied by priority/fairway).
-pub fn tres_weights_configured() -> bool {
-    // SAFETY: as in `weights`.
-    !unsafe { (*std::ptr::addr_of!(sys::slurm_conf)).priority_weight_tres }.is_null()
-}
-
 /// Whether `PriorityFlags` selects Fair Tree.
 pub fn fair_tree() -> bool {
     // SAFETY: as in `weights`.
@@ -161,7 +178,7 @@ impl Drop for AssocReadLock {
 
 impl JobRecord<'_> {
     /// The inputs of multifactor's factors for this job, read now.
-    pub fn multifactor_input(&self, now: i64, calc_fs: impl Fn(f64, f64) -> f64) -> JobInput {
+    pub fn multifactor_input(&self, now: i64, tres_cnt: usize, calc_fs: impl Fn(f64, f64) -> f64) -> JobInput {
         let j = self.raw();
         let (cluster_cpus, node_count) = cluster_size();
         let mut input = JobInput {
@@ -191,6 +208,22 @@ impl JobRecord<'_> {
                 input.part_max_time = p.max_time;
                 input.part_priority_job_factor = p.priority_job_factor;
                 input.part_norm_priority = p.norm_priority;
+            }
+            // Per TRES: allocated count (else requested), and the partition's total.
+            if tres_cnt > 0 {
+                let part_tres = j.part_ptr.as_ref().map_or(std::ptr::null_mut(), |p| p.tres_cnt);
+                input.tres = (0..tres_cnt)
+                    .map(|t| {
+                        let alloc = (!j.tres_alloc_cnt.is_null()).then(|| *j.tres_alloc_cnt.add(t));
+                        let value = match alloc {
+                            Some(a) if a != sys::NO_CONSUME_VAL64 => a,
+                            _ if !j.tres_req_cnt.is_null() => *j.tres_req_cnt.add(t),
+                            _ => 0,
+                        };
+                        let part = if part_tres.is_null() { 0 } else { *part_tres.add(t) };
+                        (value, part)
+                    })
+                    .collect();
             }
             let _locks = AssocReadLock::take();
             if let Some(a) = j.assoc_ptr.as_ref() {

@@ -55,6 +55,31 @@ impl JobRecord<'_> {
         o.priority_qos = f.qos * f64::from(w.qos);
         o.priority_site = f.site;
         o.nice = f.nice;
+        if !w.tres.is_empty() && f.tres.len() == w.tres.len() {
+            let n = w.tres.len();
+            // SAFETY: Slurm's allocator, freed with the factors object by slurmctld.
+            unsafe {
+                let alloc = || -> *mut f64 {
+                    sys::slurm_xcalloc(
+                        n,
+                        std::mem::size_of::<f64>(),
+                        true,
+                        false,
+                        c"fairway".as_ptr(),
+                        0,
+                        c"tres".as_ptr(),
+                    )
+                    .cast()
+                };
+                o.priority_tres = alloc();
+                o.tres_weights = alloc();
+                for t in 0..n {
+                    *o.priority_tres.add(t) = f.tres[t] * w.tres[t];
+                    *o.tres_weights.add(t) = w.tres[t];
+                }
+            }
+            o.tres_cnt = n as u32;
+        }
     }
 
     /// Clears the stored factors (an admin set the priority directly).

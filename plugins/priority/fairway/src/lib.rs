@@ -10,8 +10,7 @@
 //! SITE column. Run times are learned at job end (`fairway_core::predict`) and saved
 //! after each decay pass in `StateSaveLocation`.
 //!
-//! Not yet: `PriorityWeightTRES`, per-partition priorities of multi-partition jobs,
-//! periodic usage resets.
+//! Not yet: per-partition priorities of multi-partition jobs, periodic usage resets.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,9 +75,6 @@ impl FairwayPriority {
 
 impl Priority for FairwayPriority {
     fn init(config: Config, in_slurmctld: bool) -> Result<Self, String> {
-        if in_slurmctld && fairway_ffi::multifactor::tres_weights_configured() {
-            tracing::error!("PriorityWeightTRES is not applied by priority/fairway yet: TRES factors count as 0");
-        }
         let predictor_path = fairway_ffi::multifactor::state_save_location().join(&config.predictor.state_file);
         let predictor = if in_slurmctld {
             RuntimePredictor::load(&predictor_path).unwrap_or_else(|e| {
@@ -116,7 +112,8 @@ impl Priority for FairwayPriority {
             return job.priority();
         }
         let knobs = self.knobs();
-        let input = job.multifactor_input(now, |u, s| fairshare::classic_factor(u, s, knobs.damping));
+        let tres_cnt = knobs.weights.tres.len();
+        let input = job.multifactor_input(now, tres_cnt, |u, s| fairshare::classic_factor(u, s, knobs.damping));
         let mut factors = multifactor::factors(&knobs.weights, &input);
         let mut starving = None;
         if terms::any_enabled(&self.terms) {
