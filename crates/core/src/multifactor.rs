@@ -223,6 +223,41 @@ pub fn priority(w: &Weights, f: &Factors) -> u32 {
     clamp_priority(p)
 }
 
+/// One partition of a multi-partition job.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartitionInput {
+    /// The partition's `PriorityJobFactor`.
+    pub priority_job_factor: u16,
+    /// `PriorityJobFactor` normalised by the largest of all partitions.
+    pub norm_priority: f64,
+    /// Per TRES: (job's count, this partition's count).
+    pub tres: Vec<(u64, u64)>,
+}
+
+/// The job's priority in one of its partitions (`priority_array[i]`): the job's other
+/// factors with this partition's factor and TRES normalisation, in Slurm's order.
+pub fn priority_in_partition(w: &Weights, f: &Factors, part: &PartitionInput) -> u32 {
+    let part_factor =
+        if w.flags & flags::NO_NORMAL_PART != 0 { f64::from(part.priority_job_factor) } else { part.norm_priority };
+    let part_tres: f64 = if w.tres.is_empty() {
+        0.0
+    } else {
+        let job = JobInput { tres: part.tres.clone(), ..JobInput::default() };
+        let tf = factors(w, &job).tres;
+        tf.iter().zip(&w.tres).map(|(x, wt)| x * wt).fold(0.0, |acc, x| acc + x)
+    };
+    let mut p = part_factor * f64::from(w.partition);
+    p += f.age * f64::from(w.age)
+        + f.assoc * f64::from(w.assoc)
+        + f.fairshare * f64::from(w.fairshare)
+        + f.job_size * f64::from(w.job_size)
+        + f.qos * f64::from(w.qos)
+        + part_tres
+        + (i64::from(f.site) - i64::from(NICE_OFFSET)) as f64
+        - (i64::from(f.nice) - i64::from(NICE_OFFSET)) as f64;
+    clamp_priority(p)
+}
+
 /// Priority 0 means held, so a runnable job gets at least 1; at most 2^32 − 1.
 fn clamp_priority(p: f64) -> u32 {
     let p = if p < 1.0 || p.is_nan() { 1.0 } else { p };
@@ -303,6 +338,16 @@ mod tests {
         j.nice = 0; // nice -2^31
         j.site_factor = u32::MAX;
         assert_eq!(priority(&w, &factors(&w, &j)), u32::MAX);
+    }
+
+    #[test]
+    fn partition_priority_swaps_in_that_partitions_factor() {
+        let w = weights();
+        let f = factors(&w, &job());
+        let same = PartitionInput { priority_job_factor: 1, norm_priority: 0.5, tres: vec![] };
+        assert_eq!(priority_in_partition(&w, &f, &same), priority(&w, &f));
+        let top = PartitionInput { priority_job_factor: 2, norm_priority: 1.0, tres: vec![] };
+        assert_eq!(priority_in_partition(&w, &f, &top), priority(&w, &f) + 1000);
     }
 
     #[test]

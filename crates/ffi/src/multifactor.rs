@@ -177,6 +177,72 @@ impl Drop for AssocReadLock {
 }
 
 impl JobRecord<'_> {
+    /// For a job submitted to several partitions: sorts them by `PriorityTier` (as
+    /// multifactor does, in place) and returns each one's inputs; empty otherwise.
+    pub fn partition_inputs(&mut self, tres_cnt: usize) -> Vec<fairway_core::multifactor::PartitionInput> {
+        let j = self.raw_mut();
+        if j.part_ptr_list.is_null() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        // SAFETY: the job's partition list and partitions are live under the caller's
+        // job write and partition read locks; list_sort reorders the list in place.
+        unsafe {
+            sys::list_sort(j.part_ptr_list, Some(sys::priority_sort_part_tier));
+            crate::decay::for_each(j.part_ptr_list, |p| {
+                let part = &*p.cast::<sys::part_record_t>();
+                let tres = (0..tres_cnt)
+                    .map(|t| {
+                        let alloc = (!j.tres_alloc_cnt.is_null()).then(|| *j.tres_alloc_cnt.add(t));
+                        let value = match alloc {
+                            Some(a) if a != sys::NO_CONSUME_VAL64 => a,
+                            _ if !j.tres_req_cnt.is_null() => *j.tres_req_cnt.add(t),
+                            _ => 0,
+                        };
+                        (value, if part.tres_cnt.is_null() { 0 } else { *part.tres_cnt.add(t) })
+                    })
+                    .collect();
+                out.push(fairway_core::multifactor::PartitionInput {
+                    priority_job_factor: part.priority_job_factor,
+                    norm_priority: part.norm_priority,
+                    tres,
+                });
+            });
+        }
+        out
+    }
+
+    /// Stores per-partition priorities (`priority_array`, in the sorted partition
+    /// order); with `incr_only`, an entry only ever rises.
+    pub fn set_priority_array(&mut self, prios: &[u32], incr_only: bool) {
+        let j = self.raw_mut();
+        if prios.is_empty() {
+            return;
+        }
+        // SAFETY: Slurm-allocated (xcalloc, one spare slot as Slurm sizes it) and freed
+        // by slurmctld with the job; job write lock held.
+        unsafe {
+            if j.priority_array.is_null() {
+                j.priority_array = sys::slurm_xcalloc(
+                    prios.len() + 1,
+                    std::mem::size_of::<u32>(),
+                    true,
+                    false,
+                    c"fairway".as_ptr(),
+                    0,
+                    c"priority_array".as_ptr(),
+                )
+                .cast();
+            }
+            for (i, &p) in prios.iter().enumerate() {
+                let slot = &mut *j.priority_array.add(i);
+                if !incr_only || *slot < p {
+                    *slot = p;
+                }
+            }
+        }
+    }
+
     /// The inputs of multifactor's factors for this job, read now.
     pub fn multifactor_input(&self, now: i64, tres_cnt: usize, calc_fs: impl Fn(f64, f64) -> f64) -> JobInput {
         let j = self.raw();

@@ -10,7 +10,7 @@
 //! SITE column. Run times are learned at job end (`fairway_core::predict`) and saved
 //! after each decay pass in `StateSaveLocation`.
 //!
-//! Not yet: per-partition priorities of multi-partition jobs, periodic usage resets.
+//! Not yet: periodic usage resets.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +21,9 @@ use fairway_core::predict::{JobKey, RuntimePredictor};
 use fairway_core::{fairshare, multifactor, terms, Config};
 use fairway_ffi::job::JobRecord;
 use fairway_ffi::plugin::Priority;
+
+/// `PriorityFlags=INCR_ONLY` (slurm.h `PRIORITY_FLAGS_INCR_ONLY`).
+const INCR_ONLY: u32 = 1 << 6;
 
 /// The plugin's state for the life of the host process.
 pub struct FairwayPriority {
@@ -149,6 +152,15 @@ impl Priority for FairwayPriority {
             Some(s) => terms::starving_priority(s),
             None => multifactor::priority(&knobs.weights, &factors),
         };
+        let parts = job.partition_inputs(tres_cnt);
+        if !parts.is_empty() {
+            let per_part: Vec<u32> = match starving {
+                Some(s) => vec![terms::starving_priority(s); parts.len()],
+                None => parts.iter().map(|p| multifactor::priority_in_partition(&knobs.weights, &factors, p)).collect(),
+            };
+            let incr_only = u32::from(knobs.weights.flags) & INCR_ONLY != 0;
+            job.set_priority_array(&per_part, incr_only);
+        }
         tracing::debug!(job_id = job.job_id(), prio, "priority set");
         prio
     }
