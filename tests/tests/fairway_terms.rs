@@ -63,3 +63,32 @@ fn deadline_starvation_and_learned_runtimes() {
     assert!(history.contains("|eval|"), "{history}");
     c.stop().unwrap();
 }
+
+/// Sites that keep priority/multifactor get the same terms from site_factor/fairway,
+/// without losing a site factor an admin set.
+#[test]
+fn site_factor_plugin_adds_the_terms_to_multifactor() {
+    let spec = ClusterSpec {
+        priority_type: "priority/multifactor".into(),
+        slurm_conf_extra: vec!["PrioritySiteFactorPlugin=site_factor/fairway".into(), "PriorityWeightAge=0".into()],
+        fairway_toml: Some("[priority]\nweight_deadline = 5000\n".into()),
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    let log = c.log("slurmctld");
+    assert!(log.contains("site_factor/fairway: Fairway"), "site_factor/fairway not loaded:\n{log}");
+    let out = c.cmd("scontrol", &["update", &format!("NodeName={}", c.node), "State=DRAIN", "Reason=terms"]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    let urgent = c.sbatch("fw_bob", &["-t", "30", "--deadline=now+40minutes", "--wrap=true"]).unwrap();
+    let relaxed = c.sbatch("fw_bob", &["-t", "30", "--wrap=true"]).unwrap();
+    let (site_urgent, _) = sprio_site_and_priority(&c, urgent);
+    let (site_relaxed, _) = sprio_site_and_priority(&c, relaxed);
+    assert!(site_urgent >= 3000 && site_relaxed == 0, "SITE {site_urgent} / {site_relaxed}");
+
+    // An admin's site factor stays, with Fairway's part on top.
+    let out = c.cmd("scontrol", &["update", &format!("JobId={urgent}"), "SiteFactor=100"]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    let (site_after, _) = sprio_site_and_priority(&c, urgent);
+    assert!((site_after - (100 + site_urgent)).abs() <= 50, "admin SiteFactor lost: {site_urgent} -> {site_after}");
+    c.stop().unwrap();
+}

@@ -49,6 +49,22 @@ impl<'a> JobDesc<'a> {
     }
 }
 
+/// Calls `f` on every job in slurmctld's job list. The caller must hold the job lock
+/// (callbacks such as `site_factor_p_update` are called with it held); outside
+/// slurmctld there is no job list and nothing happens.
+#[cfg(feature = "internal")]
+pub fn for_each_job(mut f: impl FnMut(&mut JobRecord<'_>)) {
+    let Some(list) = crate::sym::lookup(c"job_list") else { return };
+    // SAFETY: slurmctld's `List job_list`, read under the caller's job lock.
+    let list = unsafe { *list.cast::<slurm_sys::List>() };
+    crate::decay::for_each(list, |p| {
+        // SAFETY: elements of job_list are live job records under the job lock.
+        if let Some(mut job) = unsafe { JobRecord::from_ptr(p.cast()) } {
+            f(&mut job);
+        }
+    });
+}
+
 /// A job known to `slurmctld` (`job_record_t`). Only with the `internal` feature.
 #[cfg(feature = "internal")]
 pub struct JobRecord<'a>(&'a mut slurm_sys::job_record_t);
@@ -78,6 +94,26 @@ impl<'a> JobRecord<'a> {
     /// The job id.
     pub fn job_id(&self) -> u32 {
         self.0.job_id
+    }
+
+    /// Whether the job is pending.
+    pub fn is_pending(&self) -> bool {
+        self.0.job_state & slurm_sys::JOB_STATE_BASE == slurm_sys::JOB_PENDING
+    }
+
+    /// When the job ended (0 if it has not).
+    pub fn end_time(&self) -> i64 {
+        self.0.end_time
+    }
+
+    /// `site_factor`, `NICE_OFFSET`-based.
+    pub fn site_factor(&self) -> u32 {
+        self.0.site_factor
+    }
+
+    /// Sets `site_factor` (`NICE_OFFSET`-based).
+    pub fn set_site_factor(&mut self, v: u32) {
+        self.0.site_factor = v;
     }
 
     /// The current priority (0 = held).

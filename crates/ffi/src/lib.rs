@@ -32,6 +32,8 @@ pub mod plugin;
 pub mod sprio;
 mod string;
 pub mod sym;
+#[cfg(feature = "internal")]
+pub mod terms;
 
 pub use guard::guard;
 pub use string::SlurmString;

@@ -205,6 +205,24 @@ pub trait Priority: Sized + Send + Sync + 'static {
     fn fini(&self) {}
 }
 
+/// The operations of a site factor plugin (`PrioritySiteFactorPlugin=site_factor/...`),
+/// which `priority/multifactor` consults for every job.
+#[cfg(feature = "internal")]
+pub trait SiteFactor: Sized + Send + Sync + 'static {
+    /// Builds the plugin from `fairway.toml` (slurmctld only).
+    fn init(config: Config) -> Result<Self, String>;
+
+    /// Sets the job's site factor (job write lock held), before its priority is
+    /// computed; budget: well under Slurm's 50 ms warning.
+    fn set(&self, job: &mut JobRecord<'_>, now: i64);
+
+    /// Every `PriorityCalcPeriod`, before priorities are recomputed (job write lock held).
+    fn update(&self, now: i64);
+
+    /// `scontrol reconfigure` (22.05 to 23.11).
+    fn reconfig(&self) {}
+}
+
 /// The decay thread of the loaded priority plugin, if running.
 #[cfg(feature = "internal")]
 #[doc(hidden)]
@@ -472,6 +490,83 @@ macro_rules! priority_plugin {
             })
         }
     };
+}
+
+/// Exports a site factor plugin backed by a [`SiteFactor`] impl.
+#[cfg(feature = "internal")]
+#[macro_export]
+macro_rules! site_factor_plugin {
+    (name: $name:literal, type: $type:literal, impl: $ty:ty) => {
+        $crate::plugin_symbols!(name: $name, type: $type);
+
+        static FAIRWAY_PLUGIN: $crate::plugin::Slot<$ty> = $crate::plugin::Slot::new();
+
+        /// Called by Slurm after loading the plugin.
+        #[no_mangle]
+        pub extern "C" fn init() -> ::std::os::raw::c_int {
+            $crate::guard("init", $crate::SLURM_ERROR, || {
+                $crate::log::init($type);
+                $crate::plugin::announce();
+                $crate::plugin::init_with(&FAIRWAY_PLUGIN, <$ty as $crate::plugin::SiteFactor>::init)
+            })
+        }
+
+        /// Called by Slurm before unloading the plugin.
+        #[no_mangle]
+        pub extern "C" fn fini() -> ::std::os::raw::c_int {
+            $crate::guard("fini", $crate::SLURM_ERROR, || {
+                FAIRWAY_PLUGIN.clear();
+                $crate::SLURM_SUCCESS
+            })
+        }
+
+        /// `site_factor_g_set()`: job write lock held.
+        #[no_mangle]
+        pub unsafe extern "C" fn site_factor_p_set(job_ptr: *mut $crate::__private::slurm_sys::job_record_t) {
+            $crate::guard("site_factor_p_set", (), || {
+                // SAFETY: slurmctld passes a live job under its job write lock.
+                if let Some(mut job) = unsafe { $crate::job::JobRecord::from_ptr(job_ptr) } {
+                    let now = $crate::plugin::unix_now();
+                    FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::SiteFactor>::set(p, &mut job, now));
+                }
+            })
+        }
+
+        /// `site_factor_g_update()`: job write lock held.
+        #[no_mangle]
+        pub extern "C" fn site_factor_p_update() {
+            $crate::guard("site_factor_p_update", (), || {
+                let now = $crate::plugin::unix_now();
+                FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::SiteFactor>::update(p, now));
+            })
+        }
+
+        $crate::__site_factor_reconfig!($ty);
+    };
+}
+
+/// `site_factor_p_reconfig`, which Slurm 24.05 removed.
+#[cfg(all(feature = "internal", not(slurm_ge_24_05)))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __site_factor_reconfig {
+    ($ty:ty) => {
+        /// `site_factor_g_reconfig()`.
+        #[no_mangle]
+        pub extern "C" fn site_factor_p_reconfig() {
+            $crate::guard("site_factor_p_reconfig", (), || {
+                FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::SiteFactor>::reconfig(p));
+            })
+        }
+    };
+}
+
+/// Slurm 24.05+ has no `site_factor_p_reconfig`.
+#[cfg(all(feature = "internal", slurm_ge_24_05))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __site_factor_reconfig {
+    ($ty:ty) => {};
 }
 
 /// Slurm 23.02 and later changed the priority ABI (reference notes, §2.5); Fairway

@@ -12,15 +12,12 @@
 //!
 //! Not yet: periodic usage resets.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 
-use fairway_core::config::PriorityConfig;
-use fairway_core::predict::{JobKey, RuntimePredictor};
 use fairway_core::{fairshare, multifactor, terms, Config};
 use fairway_ffi::job::JobRecord;
 use fairway_ffi::plugin::Priority;
+use fairway_ffi::terms::TermsState;
 
 /// `PriorityFlags=INCR_ONLY` (slurm.h `PRIORITY_FLAGS_INCR_ONLY`).
 const INCR_ONLY: u32 = 1 << 6;
@@ -29,12 +26,8 @@ const INCR_ONLY: u32 = 1 << 6;
 pub struct FairwayPriority {
     /// slurm.conf's knobs, re-read on `scontrol reconfigure`.
     conf: RwLock<SlurmKnobs>,
-    /// fairway.toml's `[priority]`.
-    terms: PriorityConfig,
-    predictor: Mutex<RuntimePredictor>,
-    predictor_path: PathBuf,
-    /// Whether the predictor learned something not yet saved.
-    dirty: AtomicBool,
+    /// fairway.toml's terms and the runtime history behind them.
+    terms: TermsState,
 }
 
 struct SlurmKnobs {
@@ -52,57 +45,11 @@ impl FairwayPriority {
     fn knobs(&self) -> std::sync::RwLockReadGuard<'_, SlurmKnobs> {
         self.conf.read().unwrap_or_else(|e| e.into_inner())
     }
-
-    fn key(job: &JobRecord<'_>) -> JobKey {
-        JobKey {
-            user: job.user_id(),
-            account: job.account().unwrap_or_default().into_owned(),
-            name: job.name().unwrap_or_default().into_owned(),
-            gpus: job.gpus(),
-        }
-    }
-
-    fn predictor(&self) -> std::sync::MutexGuard<'_, RuntimePredictor> {
-        self.predictor.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn save_predictor(&self) {
-        if self.dirty.swap(false, Ordering::Relaxed) {
-            let snapshot = self.predictor().clone();
-            if let Err(e) = snapshot.save(&self.predictor_path) {
-                tracing::error!("cannot save runtime history: {e}");
-            }
-        }
-    }
 }
 
 impl Priority for FairwayPriority {
     fn init(config: Config, in_slurmctld: bool) -> Result<Self, String> {
-        let predictor_path = fairway_ffi::multifactor::state_save_location().join(&config.predictor.state_file);
-        let predictor = if in_slurmctld {
-            RuntimePredictor::load(&predictor_path).unwrap_or_else(|e| {
-                tracing::error!("runtime history unreadable, starting empty: {e}");
-                RuntimePredictor::default()
-            })
-        } else {
-            RuntimePredictor::default()
-        };
-        if in_slurmctld && terms::any_enabled(&config.priority) {
-            tracing::info!(
-                "Fairway terms: weight_predicted_work={} weight_deadline={} max_wait={:?}s; runtime history for {} job keys",
-                config.priority.weight_predicted_work,
-                config.priority.weight_deadline,
-                config.priority.max_wait.map(|s| s.0),
-                predictor.len()
-            );
-        }
-        Ok(Self {
-            conf: RwLock::new(SlurmKnobs::read()),
-            terms: config.priority,
-            predictor: Mutex::new(predictor),
-            predictor_path,
-            dirty: AtomicBool::new(false),
-        })
+        Ok(Self { conf: RwLock::new(SlurmKnobs::read()), terms: TermsState::load(&config, in_slurmctld) })
     }
 
     fn reconfig(&self, _assoc_clear: bool) {
@@ -119,33 +66,9 @@ impl Priority for FairwayPriority {
         let input = job.multifactor_input(now, tres_cnt, |u, s| fairshare::classic_factor(u, s, knobs.damping));
         let mut factors = multifactor::factors(&knobs.weights, &input);
         let mut starving = None;
-        if terms::any_enabled(&self.terms) {
-            let limit = job.time_limit_secs();
-            let expected = self.predictor().predict(&Self::key(job), limit);
-            let t = terms::compute(
-                &self.terms,
-                &terms::TermsInput {
-                    now,
-                    eligible_since: job.eligible_since(),
-                    deadline: job.deadline(),
-                    expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
-                    gpus: job.gpus(),
-                },
-            );
-            let bonus = terms::site_bonus(&self.terms, &t);
-            factors.site = (i64::from(factors.site) + bonus).clamp(0, i64::from(u32::MAX)) as u32;
-            starving = t.starving_for;
-            if fairway_ffi::multifactor::debug_priority() {
-                tracing::info!(
-                    job_id = job.job_id(),
-                    expected_runtime = ?expected,
-                    predicted_work = t.predicted_work,
-                    deadline = t.deadline,
-                    starving_for = ?t.starving_for,
-                    site_bonus = bonus,
-                    "Fairway terms"
-                );
-            }
+        if let Some(e) = self.terms.evaluate(job, now) {
+            factors.site = (i64::from(factors.site) + e.bonus).clamp(0, i64::from(u32::MAX)) as u32;
+            starving = e.terms.starving_for;
         }
         job.store_priority_factors(&knobs.weights, &factors);
         let prio = match starving {
@@ -170,18 +93,15 @@ impl Priority for FairwayPriority {
     }
 
     fn job_end(&self, job: &mut JobRecord<'_>) {
-        if let Some(runtime) = job.completed_runtime() {
-            self.predictor().record(&Self::key(job), runtime);
-            self.dirty.store(true, Ordering::Relaxed);
-        }
+        self.terms.learn(job);
     }
 
     fn after_decay_pass(&self) {
-        self.save_predictor();
+        self.terms.save_if_dirty();
     }
 
     fn fini(&self) {
-        self.save_predictor();
+        self.terms.save_if_dirty();
     }
 }
 

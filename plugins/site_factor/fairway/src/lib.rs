@@ -1,0 +1,78 @@
+//! `site_factor/fairway`: Fairway's own priority terms for sites that keep
+//! `PriorityType=priority/multifactor` (`PrioritySiteFactorPlugin=site_factor/fairway`).
+//!
+//! The same terms as `priority/fairway` (`fairway_core::terms`, configured in
+//! `fairway.toml`): predicted work and deadline urgency add to the job's site factor;
+//! a starving job gets [`STARVING_SITE`] on top, which lifts it above every job whose
+//! other factors sum below that. Fairway only ever adds its own contribution: a site
+//! factor set by an admin (`scontrol update SiteFactor=`) or a job_submit plugin is
+//! kept. Run times are learned from jobs that completed since the last update.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+
+use fairway_core::Config;
+use fairway_ffi::job::{for_each_job, JobRecord};
+use fairway_ffi::plugin::SiteFactor;
+use fairway_ffi::terms::TermsState;
+
+/// Site factor added for a starving job (plus seconds starving): above any sum of
+/// multifactor's other factors with sane weights, below the 2^31 the site factor allows.
+pub const STARVING_SITE: i64 = 0x7000_0000;
+
+/// The plugin's state for the life of slurmctld.
+pub struct FairwaySiteFactor {
+    terms: TermsState,
+    /// Per job: the site factor Fairway last wrote and its own part of it. If the job's
+    /// site factor still equals what was written, only Fairway's part is replaced;
+    /// otherwise someone else set it and it becomes the new base.
+    added: Mutex<HashMap<u32, (u32, i64)>>,
+    /// When `update` last ran (jobs ending after it are learned from).
+    last_update: AtomicI64,
+}
+
+impl SiteFactor for FairwaySiteFactor {
+    fn init(config: Config) -> Result<Self, String> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        Ok(Self {
+            terms: TermsState::load(&config, true),
+            added: Mutex::new(HashMap::new()),
+            last_update: AtomicI64::new(now),
+        })
+    }
+
+    fn set(&self, job: &mut JobRecord<'_>, now: i64) {
+        let Some(e) = self.terms.evaluate(job, now) else { return };
+        let mine = e.bonus + e.terms.starving_for.map_or(0, |s| STARVING_SITE + s.min(0x0fff_ffff) as i64);
+        let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
+        let current = job.site_factor();
+        let base = match added.get(&job.job_id()) {
+            Some(&(written, part)) if written == current => i64::from(current) - part,
+            _ => i64::from(current),
+        };
+        let site = (base + mine).clamp(0, i64::from(u32::MAX)) as u32;
+        job.set_site_factor(site);
+        added.insert(job.job_id(), (site, mine));
+    }
+
+    fn update(&self, now: i64) {
+        let since = self.last_update.swap(now, Ordering::Relaxed);
+        let mut live = HashSet::new();
+        for_each_job(|job| {
+            if job.end_time() > since && job.end_time() <= now {
+                self.terms.learn(job);
+            }
+            if job.is_pending() {
+                self.set(job, now);
+                live.insert(job.job_id());
+            }
+        });
+        // Forget jobs that are no longer pending.
+        self.added.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| live.contains(id));
+        // Called under the job write lock: write the history elsewhere.
+        self.terms.save_in_background();
+    }
+}
+
+fairway_ffi::site_factor_plugin!(name: "Fairway site factor plugin", type: "site_factor/fairway", impl: FairwaySiteFactor);
