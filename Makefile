@@ -11,7 +11,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: setup plugins plugins-release lint test test-unit test-slurm demo clean
+.PHONY: setup plugins plugins-release lint test test-unit test-slurm demo bench-priority clean
 
 ## setup: system packages, test users, and the configured Slurm source tree (idempotent)
 setup:
@@ -47,6 +47,11 @@ test: lint test-unit test-slurm
 ## demo: a Fairway-enabled single-node cluster running a mix of jobs
 demo: plugins-release
 	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/release bash scripts/demo.sh
+
+## bench-priority: priority recalculation, fairway vs multifactor (minutes; not a test)
+bench-priority: plugins-release
+	$(CARGO) build --release -p fairway-bench
+	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/release target/release/fairway-bench-priority 50000 2000
 
 clean:
 	$(CARGO) clean

@@ -95,7 +95,10 @@ fn main() {
         .allowlist_type("job_states")
         .allowlist_var("JOB_STATE_BASE|JOB_COMPLETING|JOB_RESIZING|JOB_POWER_UP_NODE|JOB_REVOKED|NO_CONSUME_VAL64")
         .allowlist_var("PRIVATE_DATA_JOBS|DEBUG_FLAG_PRIO")
-        .allowlist_type("slurmdb_tres_rec_t");
+        .allowlist_type("slurmdb_tres_rec_t")
+        // Client API, for tools that link libslurm themselves (bench/); plugins must not.
+        .allowlist_function("slurm_init|slurm_init_job_desc_msg|slurm_submit_batch_job")
+        .allowlist_function("slurm_free_submit_response_response_msg|slurm_get_errno|slurm_strerror");
 
     let internal = env::var_os("CARGO_FEATURE_INTERNAL").is_some();
     if internal {

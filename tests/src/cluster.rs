@@ -200,6 +200,11 @@ impl Cluster {
         self.daemons.iter_mut().any(|d| d.name == daemon && matches!(d.child.try_wait(), Ok(None)))
     }
 
+    /// The pid of a running daemon (`slurmctld`, `slurmd`, ...).
+    pub fn daemon_pid(&self, daemon: &str) -> Option<u32> {
+        self.daemons.iter().find(|d| d.name == daemon).map(|d| d.child.id())
+    }
+
     /// Kills slurmctld with SIGKILL (no state save) and waits until it is gone.
     pub fn kill_slurmctld(&mut self) -> Result<()> {
         let i = self.daemons.iter().position(|d| d.name == "slurmctld").context("slurmctld is not running")?;

@@ -24,7 +24,20 @@ fn main() -> Result<()> {
             (s("fw_bob"), s("nlp")),
             (s("fw_carol"), s("nlp")),
         ],
-        slurm_conf_extra: vec![s("PriorityFlags=NO_FAIR_TREE")],
+        // multifactor's knobs, which priority/fairway reads as multifactor would
+        slurm_conf_extra: vec![
+            s("PriorityWeightFairshare=10000"),
+            s("PriorityWeightQOS=5000"),
+            s("PriorityWeightAge=1000"),
+            s("PriorityWeightJobSize=500"),
+            s("PriorityCalcPeriod=1"),
+            s("PriorityMaxAge=0-1"),
+            s("DebugFlags=Priority"),
+        ],
+        // Fairway's own terms on top: deadline urgency and a starvation bound
+        fairway_toml: Some(s("[priority]\nweight_deadline = 4000\nweight_predicted_work = 500\nmax_wait = \"2:00\"\n")),
+        // four emulated A100s per node
+        gres: Some((s("gpu:a100:4"), s("Name=gpu Type=a100 File={dir}/dev/nvidia[0-3]\n"))),
         ..ClusterSpec::default()
     };
     println!("Starting a Fairway-enabled Slurm cluster (munged, MariaDB, slurmdbd, slurmctld, slurmd)...");
@@ -35,12 +48,16 @@ fn main() -> Result<()> {
     }
 
     let jobs: &[(&str, &[&str])] = &[
-        ("fw_alice", &["-J", "debug-vit", "-t", "2", "--wrap=sleep 2"]),
-        ("fw_alice", &["-J", "debug-vit", "-t", "2", "--wrap=sleep 2"]),
-        ("fw_bob", &["-J", "finetune-llama-8b", "-n", "2", "-t", "10", "--wrap=sleep 8"]),
-        ("fw_carol", &["-J", "sweep-lr", "--array=0-3", "--qos=scavenger", "-t", "5", "--wrap=sleep 3"]),
-        ("fw_dave", &["-J", "eval-urgent", "--qos=high", "-t", "5", "--wrap=sleep 2"]),
-        ("fw_bob", &["-J", "pretrain-shard", "-n", "2", "-t", "10", "--wrap=sleep 6"]),
+        ("fw_alice", &["-J", "debug-vit", "-t", "2", "--gpus=a100:1", "--wrap=sleep 2"]),
+        ("fw_alice", &["-J", "debug-vit", "-t", "2", "--gpus=a100:1", "--wrap=sleep 2"]),
+        ("fw_bob", &["-J", "finetune-llama-8b", "-n", "2", "-t", "10", "--gpus=a100:4", "--wrap=sleep 8"]),
+        (
+            "fw_carol",
+            &["-J", "sweep-lr", "--array=0-3", "--qos=scavenger", "-t", "5", "--gpus=a100:1", "--wrap=sleep 3"],
+        ),
+        ("fw_dave", &["-J", "eval-deadline", "-t", "5", "--deadline=now+8minutes", "--gpus=a100:2", "--wrap=sleep 2"]),
+        ("fw_dave", &["-J", "eval-urgent", "--qos=high", "-t", "5", "--gpus=a100:2", "--wrap=sleep 2"]),
+        ("fw_bob", &["-J", "pretrain-shard", "-n", "2", "-t", "10", "--gpus=a100:4", "--wrap=sleep 6"]),
     ];
     for (user, args) in jobs {
         match c.sbatch(user, args) {
@@ -48,7 +65,7 @@ fn main() -> Result<()> {
             Err(e) => println!("  {user}: rejected: {}", e.trim()),
         }
     }
-    show(&c, "priorities", "sprio", &["-l"])?;
+    show(&c, "priorities (SITE = Fairway's terms)", "sprio", &["-l"])?;
     let start = Instant::now();
     loop {
         let q = c.cmd("squeue", &["-h"])?;
@@ -76,8 +93,10 @@ fn main() -> Result<()> {
     show(&c, "accounting", "sacct", &["-a", "-X", "-o", "JobID,JobName,User,Account,QOS,State,Elapsed"])?;
     println!(
         "\nWhere to look next:\n  - Fairway's lines in slurmctld.log: grep fairway {}/log/slurmctld.log\n  \
+         - Fairway's per-job terms: grep 'Fairway terms' {}/log/slurmctld.log\n  \
          - check a fairway.toml: cargo run -p fairway-cli -- check-config --file config/fairway.toml\n  \
          - what is built and what is not yet: README.md, \"Status\"",
+        c.dir().display(),
         c.dir().display()
     );
     c.stop()?;
