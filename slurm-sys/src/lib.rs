@@ -19,6 +19,8 @@ mod bindings {
 pub use bindings::*;
 
 pub mod libslurmfull;
+#[cfg(not(feature = "internal"))]
+pub use libslurmfull::slurm_conf;
 
 /// The installed Slurm's version as text, e.g. `22.05.8`.
 pub const SLURM_VERSION: &str = env!("SLURM_SYS_VERSION");

@@ -38,3 +38,10 @@ extern "C" {
     /// `xfree()`: takes the address of the pointer and nulls it.
     pub fn slurm_xfree(p: *mut *mut c_void);
 }
+
+#[cfg(not(feature = "internal"))]
+extern "C" {
+    /// libslurmfull's parsed `slurm.conf` (declared in the internal `read_config.h`;
+    /// its type is public). With the `internal` feature bindgen declares it instead.
+    pub static mut slurm_conf: crate::slurm_conf_t;
+}

@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use rustix::process::{geteuid, kill_process, kill_process_group, Pid, Signal};
 
 use crate::conf::{self, Layout, Ports};
 use crate::proc::{free_port, processes_mentioning, CmdOutput};
@@ -209,10 +210,7 @@ impl Cluster {
     pub fn kill_slurmctld(&mut self) -> Result<()> {
         let i = self.daemons.iter().position(|d| d.name == "slurmctld").context("slurmctld is not running")?;
         let mut d = self.daemons.remove(i);
-        // SAFETY: kill(2) on our own child.
-        unsafe {
-            libc::kill(d.child.id() as i32, libc::SIGKILL);
-        }
+        signal_pid(d.child.id() as i32, Signal::KILL);
         d.child.wait()?;
         Ok(())
     }
@@ -363,8 +361,7 @@ impl Cluster {
                 bail!("processes {strays:?} of cluster {} survived SIGKILL", self.name);
             }
             for pid in strays {
-                // SAFETY-free: kill(2) on a pid we found under our own directory.
-                unsafe_kill(pid);
+                signal_pid(pid, Signal::KILL);
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -563,41 +560,39 @@ impl ReadExactInto for fs::File {
     }
 }
 
-fn unsafe_kill(pid: i32) {
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
+/// Sends `sig` to a process; one that is already gone is fine.
+fn signal_pid(pid: i32, sig: Signal) {
+    if let Some(p) = Pid::from_raw(pid) {
+        let _ = kill_process(p, sig);
+    }
+}
+
+/// Sends `sig` to a process group; one that is already gone is fine.
+fn signal_group(pgid: i32, sig: Signal) {
+    if let Some(p) = Pid::from_raw(pgid) {
+        let _ = kill_process_group(p, sig);
     }
 }
 
 /// SIGTERM to the daemon's process group, then SIGKILL after `grace`.
 fn terminate(child: &mut Child, grace: Duration) {
     let pgid = child.id() as i32;
-    // SAFETY: kill(2) has no memory-safety preconditions; the group is the daemon's own.
-    unsafe {
-        libc::kill(-pgid, libc::SIGTERM);
-    }
+    signal_group(pgid, Signal::TERM);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
             // The daemon is gone; children in its group go too.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
+            signal_group(pgid, Signal::KILL);
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    // SAFETY: as above.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
+    signal_group(pgid, Signal::KILL);
     let _ = child.wait();
 }
 
 fn check_prerequisites() -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !geteuid().is_root() {
         bail!("the test cluster runs Slurm's daemons and needs root");
     }
     for prog in ["munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "setpriv"] {

@@ -10,6 +10,8 @@
 //!
 //! Needs root (daemons, `setpriv`) and `scripts/setup.sh` (packages, test users).
 
+#![forbid(unsafe_code)]
+
 mod cluster;
 mod conf;
 mod proc;

@@ -7,6 +7,7 @@
 //! Each plugin gets its own real cluster (the test harness). The CPU time is that of
 //! the plugin's decay thread ("decay" / "fairway_decay") between two consecutive passes,
 //! read from /proc; both run with PriorityCalcPeriod=1 (minute) and Fair Tree.
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::Command;
@@ -18,7 +19,7 @@ use fairway_tests::{Cluster, ClusterSpec};
 const USERS: [&str; 4] = ["fw_alice", "fw_bob", "fw_carol", "fw_dave"];
 
 fn thread_cpu_secs(pid: u32, name: &str) -> Result<f64> {
-    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let tck = rustix::param::clock_ticks_per_second() as f64;
     for e in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let dir = e?.path();
         if std::fs::read_to_string(dir.join("comm")).unwrap_or_default().trim() == name {

@@ -86,6 +86,31 @@ pub fn starving_priority(starving_for: u64) -> u32 {
     STARVING_BASE.saturating_add(starving_for.min(u64::from(u32::MAX - STARVING_BASE)) as u32)
 }
 
+/// Site factor added for a starving job when the terms go through the site factor
+/// alone (`site_factor/fairway` under multifactor): above any sum of multifactor's
+/// other factors with sane weights, below the 2^31 a site factor allows.
+pub const STARVING_SITE: i64 = 0x7000_0000;
+
+/// Fairway's contribution to a site factor: the weighted terms, plus
+/// [`STARVING_SITE`] (and seconds starving) for a starving job.
+pub fn site_contribution(config: &PriorityConfig, t: &Terms) -> i64 {
+    site_bonus(config, t) + t.starving_for.map_or(0, |s| STARVING_SITE + s.min(0x0fff_ffff) as i64)
+}
+
+/// Replaces only Fairway's part of a site factor (`NICE_OFFSET`-based values).
+///
+/// `last` is what Fairway last wrote and its own part of it. If the current value
+/// still equals what was written, the old part is swapped for `mine`; otherwise
+/// someone else (an admin's `scontrol update SiteFactor=`, a job_submit plugin) set it,
+/// and their value becomes the base. Clamped to the `u32` Slurm stores.
+pub fn replace_site_part(current: u32, last: Option<(u32, i64)>, mine: i64) -> u32 {
+    let base = match last {
+        Some((written, part)) if written == current => i64::from(current) - part,
+        _ => i64::from(current),
+    };
+    (base + mine).clamp(0, i64::from(u32::MAX)) as u32
+}
+
 /// Whether any of Fairway's terms is on.
 pub fn any_enabled(config: &PriorityConfig) -> bool {
     config.weight_predicted_work > 0 || config.weight_deadline > 0 || config.max_wait.is_some()
@@ -140,6 +165,17 @@ mod tests {
         assert_eq!(at(5600), Some(1000));
         assert!(starving_priority(1000) > starving_priority(0));
         assert_eq!(starving_priority(u64::MAX), u32::MAX);
+    }
+
+    #[test]
+    fn only_fairways_part_of_the_site_factor_is_replaced() {
+        const O: u32 = 0x8000_0000;
+        assert_eq!(replace_site_part(O, None, 300), O + 300);
+        // our own earlier write: swap 300 for 500
+        assert_eq!(replace_site_part(O + 300, Some((O + 300, 300)), 500), O + 500);
+        // an admin set 100 since: keep it, add ours
+        assert_eq!(replace_site_part(O + 100, Some((O + 300, 300)), 500), O + 600);
+        assert_eq!(replace_site_part(0, None, -5), 0);
     }
 
     proptest! {

@@ -19,6 +19,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod conf;
 #[cfg(feature = "internal")]
 pub mod decay;

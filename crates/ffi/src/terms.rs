@@ -21,6 +21,8 @@ pub struct Evaluated {
     pub bonus: i64,
     /// The run time the terms assumed (prediction, else time limit), seconds.
     pub expected: Option<u64>,
+    /// The `[priority]` settings they were computed with.
+    pub config: PriorityConfig,
 }
 
 /// `[priority]` of fairway.toml plus the runtime history behind it.
@@ -107,7 +109,7 @@ impl TermsState {
                 "Fairway terms"
             );
         }
-        Some(Evaluated { terms: t, bonus, expected })
+        Some(Evaluated { terms: t, bonus, expected, config: self.config.clone() })
     }
 
     /// Learns a completed job's run time; returns whether it did.

@@ -3,23 +3,20 @@
 //!
 //! The same terms as `priority/fairway` (`fairway_core::terms`, configured in
 //! `fairway.toml`): predicted work and deadline urgency add to the job's site factor;
-//! a starving job gets [`STARVING_SITE`] on top, which lifts it above every job whose
-//! other factors sum below that. Fairway only ever adds its own contribution: a site
-//! factor set by an admin (`scontrol update SiteFactor=`) or a job_submit plugin is
-//! kept. Run times are learned from jobs that completed since the last update.
+//! a starving job gets `terms::STARVING_SITE` on top, which lifts it above every job
+//! whose other factors sum below that. Fairway only ever replaces its own part
+//! (`terms::replace_site_part`): a site factor set by an admin (`scontrol update
+//! SiteFactor=`) or a job_submit plugin is kept. Run times are learned from jobs that
+//! completed since the last update.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
-use fairway_core::Config;
+use fairway_core::{terms, Config};
 use fairway_ffi::job::{for_each_job, JobRecord};
 use fairway_ffi::plugin::SiteFactor;
 use fairway_ffi::terms::TermsState;
-
-/// Site factor added for a starving job (plus seconds starving): above any sum of
-/// multifactor's other factors with sane weights, below the 2^31 the site factor allows.
-pub const STARVING_SITE: i64 = 0x7000_0000;
 
 /// The plugin's state for the life of slurmctld.
 pub struct FairwaySiteFactor {
@@ -44,14 +41,9 @@ impl SiteFactor for FairwaySiteFactor {
 
     fn set(&self, job: &mut JobRecord<'_>, now: i64) {
         let Some(e) = self.terms.evaluate(job, now) else { return };
-        let mine = e.bonus + e.terms.starving_for.map_or(0, |s| STARVING_SITE + s.min(0x0fff_ffff) as i64);
+        let mine = terms::site_contribution(&e.config, &e.terms);
         let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
-        let current = job.site_factor();
-        let base = match added.get(&job.job_id()) {
-            Some(&(written, part)) if written == current => i64::from(current) - part,
-            _ => i64::from(current),
-        };
-        let site = (base + mine).clamp(0, i64::from(u32::MAX)) as u32;
+        let site = terms::replace_site_part(job.site_factor(), added.get(&job.job_id()).copied(), mine);
         job.set_site_factor(site);
         added.insert(job.job_id(), (site, mine));
     }
