@@ -246,6 +246,8 @@ pub fn priority_in_partition(w: &Weights, f: &Factors, part: &PartitionInput) ->
         let tf = factors(w, &job).tres;
         tf.iter().zip(&w.tres).map(|(x, wt)| x * wt).fold(0.0, |acc, x| acc + x)
     };
+    // Not shared with `priority`: Slurm groups these additions differently here, and
+    // floating-point sums must follow its grouping to truncate to the same integer.
     let mut p = part_factor * f64::from(w.partition);
     p += f.age * f64::from(w.age)
         + f.assoc * f64::from(w.assoc)

@@ -38,11 +38,14 @@ pub type Recompute = fn(&mut JobRecord<'_>, i64) -> Option<u32>;
 pub type AfterPass = fn();
 
 /// slurmctld-only symbols, resolved at run time (see [`crate::sym`]).
-struct Ctld {
-    lock: unsafe extern "C" fn(sys::slurmctld_lock_t),
-    unlock: unsafe extern "C" fn(sys::slurmctld_lock_t),
+pub(crate) struct Ctld {
+    pub(crate) lock: unsafe extern "C" fn(sys::slurmctld_lock_t),
+    pub(crate) unlock: unsafe extern "C" fn(sys::slurmctld_lock_t),
     billable: unsafe extern "C" fn(*mut sys::job_record_t, libc::time_t, bool) -> f64,
-    job_list: *const sys::List,
+    pub(crate) find_part: unsafe extern "C" fn(*mut std::os::raw::c_char) -> *mut sys::part_record_t,
+    pub(crate) validate_operator: unsafe extern "C" fn(u32) -> bool,
+    pub(crate) job_list: *const sys::List,
+    pub(crate) acct_db_conn: *const *mut c_void,
     tres_cnt: *const c_int,
     accounting_enforce: *const u16,
     last_job_update: *mut libc::time_t,
@@ -53,7 +56,7 @@ unsafe impl Send for Ctld {}
 unsafe impl Sync for Ctld {}
 
 impl Ctld {
-    fn resolve() -> Option<Self> {
+    pub(crate) fn resolve() -> Option<Self> {
         let f = |n: &CStr| crate::sym::lookup(n);
         // SAFETY: each symbol, when present, is the slurmctld function or variable of the
         // declared type (slurmctld.h / locks.h of this Slurm version).
@@ -69,7 +72,15 @@ impl Ctld {
                     *mut c_void,
                     unsafe extern "C" fn(*mut sys::job_record_t, libc::time_t, bool) -> f64,
                 >(f(c"calc_job_billable_tres")?),
+                find_part: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut std::os::raw::c_char) -> *mut sys::part_record_t,
+                >(f(c"find_part_record")?),
+                validate_operator: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32) -> bool>(f(
+                    c"validate_operator",
+                )?),
                 job_list: f(c"job_list")?.cast(),
+                acct_db_conn: f(c"acct_db_conn")?.cast(),
                 tres_cnt: f(c"slurmctld_tres_cnt")?.cast(),
                 accounting_enforce: f(c"accounting_enforce")?.cast(),
                 last_job_update: f(c"last_job_update")?.cast(),

@@ -176,6 +176,29 @@ impl Drop for AssocReadLock {
     }
 }
 
+/// Per TRES: the job's allocated count (else requested) and the partition's total, as
+/// multifactor's `_get_tres_factors` reads them.
+///
+/// # Safety
+/// The job's TRES arrays and `part_tres` are NULL or hold `tres_cnt` entries, and stay
+/// valid under the caller's locks.
+unsafe fn job_tres(j: &sys::job_record_t, part_tres: *const u64, tres_cnt: usize) -> Vec<(u64, u64)> {
+    (0..tres_cnt)
+        .map(|t| {
+            // SAFETY: per the contract.
+            unsafe {
+                let alloc = (!j.tres_alloc_cnt.is_null()).then(|| *j.tres_alloc_cnt.add(t));
+                let value = match alloc {
+                    Some(a) if a != sys::NO_CONSUME_VAL64 => a,
+                    _ if !j.tres_req_cnt.is_null() => *j.tres_req_cnt.add(t),
+                    _ => 0,
+                };
+                (value, if part_tres.is_null() { 0 } else { *part_tres.add(t) })
+            }
+        })
+        .collect()
+}
+
 impl JobRecord<'_> {
     /// For a job submitted to several partitions: sorts them by `PriorityTier` (as
     /// multifactor does, in place) and returns each one's inputs; empty otherwise.
@@ -191,17 +214,7 @@ impl JobRecord<'_> {
             sys::list_sort(j.part_ptr_list, Some(sys::priority_sort_part_tier));
             crate::decay::for_each(j.part_ptr_list, |p| {
                 let part = &*p.cast::<sys::part_record_t>();
-                let tres = (0..tres_cnt)
-                    .map(|t| {
-                        let alloc = (!j.tres_alloc_cnt.is_null()).then(|| *j.tres_alloc_cnt.add(t));
-                        let value = match alloc {
-                            Some(a) if a != sys::NO_CONSUME_VAL64 => a,
-                            _ if !j.tres_req_cnt.is_null() => *j.tres_req_cnt.add(t),
-                            _ => 0,
-                        };
-                        (value, if part.tres_cnt.is_null() { 0 } else { *part.tres_cnt.add(t) })
-                    })
-                    .collect();
+                let tres = job_tres(j, part.tres_cnt, tres_cnt);
                 out.push(fairway_core::multifactor::PartitionInput {
                     priority_job_factor: part.priority_job_factor,
                     norm_priority: part.norm_priority,
@@ -278,18 +291,7 @@ impl JobRecord<'_> {
             // Per TRES: allocated count (else requested), and the partition's total.
             if tres_cnt > 0 {
                 let part_tres = j.part_ptr.as_ref().map_or(std::ptr::null_mut(), |p| p.tres_cnt);
-                input.tres = (0..tres_cnt)
-                    .map(|t| {
-                        let alloc = (!j.tres_alloc_cnt.is_null()).then(|| *j.tres_alloc_cnt.add(t));
-                        let value = match alloc {
-                            Some(a) if a != sys::NO_CONSUME_VAL64 => a,
-                            _ if !j.tres_req_cnt.is_null() => *j.tres_req_cnt.add(t),
-                            _ => 0,
-                        };
-                        let part = if part_tres.is_null() { 0 } else { *part_tres.add(t) };
-                        (value, part)
-                    })
-                    .collect();
+                input.tres = job_tres(j, part_tres, tres_cnt);
             }
             let _locks = AssocReadLock::take();
             if let Some(a) = j.assoc_ptr.as_ref() {

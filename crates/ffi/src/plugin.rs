@@ -256,12 +256,12 @@ macro_rules! plugin_symbols {
     };
 }
 
-/// Exports a `job_submit` plugin backed by a [`JobSubmit`] impl.
+/// `init` and `fini` of plugins whose trait has `fn init(Config) -> Result<Self, String>`,
+/// plus the static holding the instance.
+#[doc(hidden)]
 #[macro_export]
-macro_rules! job_submit_plugin {
-    (name: $name:literal, type: $type:literal, impl: $ty:ty) => {
-        $crate::plugin_symbols!(name: $name, type: $type);
-
+macro_rules! __plugin_lifecycle {
+    ($type:literal, $ty:ty, $tr:path) => {
         static FAIRWAY_PLUGIN: $crate::plugin::Slot<$ty> = $crate::plugin::Slot::new();
 
         /// Called by Slurm after loading the plugin.
@@ -270,7 +270,7 @@ macro_rules! job_submit_plugin {
             $crate::guard("init", $crate::SLURM_ERROR, || {
                 $crate::log::init($type);
                 $crate::plugin::announce();
-                $crate::plugin::init_with(&FAIRWAY_PLUGIN, <$ty as $crate::plugin::JobSubmit>::init)
+                $crate::plugin::init_with(&FAIRWAY_PLUGIN, <$ty as $tr>::init)
             })
         }
 
@@ -282,6 +282,16 @@ macro_rules! job_submit_plugin {
                 $crate::SLURM_SUCCESS
             })
         }
+    };
+}
+
+/// Exports a `job_submit` plugin backed by a [`JobSubmit`] impl.
+#[macro_export]
+macro_rules! job_submit_plugin {
+    (name: $name:literal, type: $type:literal, impl: $ty:ty) => {
+        $crate::plugin_symbols!(name: $name, type: $type);
+
+        $crate::__plugin_lifecycle!($type, $ty, $crate::plugin::JobSubmit);
 
         /// `job_submit_g_submit()`.
         #[no_mangle]
@@ -499,26 +509,7 @@ macro_rules! site_factor_plugin {
     (name: $name:literal, type: $type:literal, impl: $ty:ty) => {
         $crate::plugin_symbols!(name: $name, type: $type);
 
-        static FAIRWAY_PLUGIN: $crate::plugin::Slot<$ty> = $crate::plugin::Slot::new();
-
-        /// Called by Slurm after loading the plugin.
-        #[no_mangle]
-        pub extern "C" fn init() -> ::std::os::raw::c_int {
-            $crate::guard("init", $crate::SLURM_ERROR, || {
-                $crate::log::init($type);
-                $crate::plugin::announce();
-                $crate::plugin::init_with(&FAIRWAY_PLUGIN, <$ty as $crate::plugin::SiteFactor>::init)
-            })
-        }
-
-        /// Called by Slurm before unloading the plugin.
-        #[no_mangle]
-        pub extern "C" fn fini() -> ::std::os::raw::c_int {
-            $crate::guard("fini", $crate::SLURM_ERROR, || {
-                FAIRWAY_PLUGIN.clear();
-                $crate::SLURM_SUCCESS
-            })
-        }
+        $crate::__plugin_lifecycle!($type, $ty, $crate::plugin::SiteFactor);
 
         /// `site_factor_g_set()`: job write lock held.
         #[no_mangle]

@@ -6,7 +6,7 @@
 //! for and its sender may see, exactly as multifactor filters them.
 
 use std::ffi::CStr;
-use std::os::raw::{c_char, c_void};
+use std::os::raw::c_void;
 
 use fairway_core::multifactor::{Factors, Weights};
 use slurm_sys as sys;
@@ -99,7 +99,7 @@ impl JobRecord<'_> {
 /// # Safety
 /// `req` is NULL or a valid request; called by slurmctld's RPC handler without locks.
 pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u32) -> sys::List {
-    let Some(ctld) = Ctld::resolve() else { return std::ptr::null_mut() };
+    let Some(ctld) = crate::decay::Ctld::resolve() else { return std::ptr::null_mut() };
     // SAFETY: per the contract.
     let req = unsafe { req.as_ref() };
     let lock = sys::slurmctld_lock_t {
@@ -210,41 +210,5 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
             return std::ptr::null_mut();
         }
         out
-    }
-}
-
-/// slurmctld-only symbols `sprio`'s handler needs.
-struct Ctld {
-    lock: unsafe extern "C" fn(sys::slurmctld_lock_t),
-    unlock: unsafe extern "C" fn(sys::slurmctld_lock_t),
-    find_part: unsafe extern "C" fn(*mut c_char) -> *mut sys::part_record_t,
-    validate_operator: unsafe extern "C" fn(u32) -> bool,
-    job_list: *const sys::List,
-    acct_db_conn: *const *mut c_void,
-}
-
-impl Ctld {
-    fn resolve() -> Option<Self> {
-        let f = |n: &CStr| crate::sym::lookup(n);
-        // SAFETY: each symbol is the slurmctld function or variable of the declared type.
-        unsafe {
-            Some(Self {
-                lock: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(sys::slurmctld_lock_t)>(f(
-                    c"lock_slurmctld",
-                )?),
-                unlock: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(sys::slurmctld_lock_t)>(f(
-                    c"unlock_slurmctld",
-                )?),
-                find_part: std::mem::transmute::<
-                    *mut c_void,
-                    unsafe extern "C" fn(*mut c_char) -> *mut sys::part_record_t,
-                >(f(c"find_part_record")?),
-                validate_operator: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32) -> bool>(f(
-                    c"validate_operator",
-                )?),
-                job_list: f(c"job_list")?.cast(),
-                acct_db_conn: f(c"acct_db_conn")?.cast(),
-            })
-        }
     }
 }
