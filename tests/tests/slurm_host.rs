@@ -173,3 +173,18 @@ fn gres_from_the_spec_reaches_slurm() {
     assert!(err.contains("Requested node configuration is not available"), "{err}");
     c.stop().unwrap();
 }
+
+/// slurmctld.log explains a configuration that would count Fairway's terms twice, as
+/// `fairway check-config` does.
+#[test]
+fn slurmctld_log_explains_conflicting_priority_settings() {
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec!["PrioritySiteFactorPlugin=site_factor/fairway".into()],
+        slurmd: false,
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    let log = c.log("slurmctld");
+    assert!(log.contains("priority/fairway: PriorityType=priority/fairway and PrioritySiteFactorPlugin=site_factor/fairway both add Fairway's terms"), "{log}");
+    c.stop().unwrap();
+}

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use fairway_core::check;
 use fairway_core::config::{self, Config};
 
 /// Fairway: fair, GPU-aware scheduling for Slurm.
@@ -22,7 +23,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate fairway.toml as the plugins will read it.
+    /// Validate fairway.toml as the plugins will read it, and against slurm.conf's
+    /// priority settings (exit 1 on configuration errors, 2 if fairway.toml is invalid).
     CheckConfig {
         /// The fairway.toml to check [default: beside slurm.conf].
         #[arg(long)]
@@ -37,18 +39,29 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::CheckConfig { file, slurm_conf } => {
             let path = file.unwrap_or_else(|| config::path_beside(&slurm_conf));
-            match Config::load(&path) {
+            let config = match Config::load(&path) {
                 Ok(Some(c)) => {
                     println!("{}: ok", path.display());
                     println!("{c:#?}");
-                    Ok(ExitCode::SUCCESS)
+                    c
                 }
                 Ok(None) => {
                     println!("{}: not found; the plugins use the defaults (Fairway's terms off)", path.display());
-                    Ok(ExitCode::SUCCESS)
+                    Config::default()
                 }
-                Err(e) => Err(e).context("fairway.toml is invalid; slurmctld would refuse to start with it"),
+                Err(e) => return Err(e).context("fairway.toml is invalid; slurmctld would refuse to start with it"),
+            };
+            // Then against slurm.conf's priority settings, when it can be read.
+            let Ok(text) = std::fs::read_to_string(&slurm_conf) else {
+                println!("{}: not readable; priority settings not checked", slurm_conf.display());
+                return Ok(ExitCode::SUCCESS);
+            };
+            let findings = check::check(&config, &check::SlurmPriority::parse(&text));
+            for f in &findings {
+                println!("{}: {f}", slurm_conf.display());
             }
+            let errors = findings.iter().filter(|f| f.severity == check::Severity::Error).count();
+            Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
     }
 }

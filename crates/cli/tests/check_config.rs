@@ -3,9 +3,13 @@
 use std::process::Command;
 
 fn check(toml: Option<&str>) -> (i32, String, String) {
+    check_with(toml, "ClusterName=x\n")
+}
+
+fn check_with(toml: Option<&str>, slurm_conf: &str) -> (i32, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("slurm.conf");
-    std::fs::write(&conf, "ClusterName=x\n").unwrap();
+    std::fs::write(&conf, slurm_conf).unwrap();
     if let Some(t) = toml {
         std::fs::write(dir.path().join("fairway.toml"), t).unwrap();
     }
@@ -38,4 +42,23 @@ fn invalid_file_exits_2_with_file_line_and_key() {
     assert_eq!(code, 2);
     assert!(stderr.contains("fairway.toml is invalid; slurmctld would refuse to start with it"), "{stderr}");
     assert!(stderr.contains("fairway.toml:2:12: key `priority.max_wait`: invalid time `soon`"), "{stderr}");
+}
+
+#[test]
+fn both_fairway_priority_plugins_exit_1_with_an_explanation() {
+    let (code, stdout, _) =
+        check_with(None, "PriorityType=priority/fairway\nPrioritySiteFactorPlugin=site_factor/fairway\n");
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("error: PriorityType=priority/fairway and PrioritySiteFactorPlugin=site_factor/fairway"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn terms_that_nothing_applies_are_a_warning() {
+    let (code, stdout, _) =
+        check_with(Some("[priority]\nweight_deadline = 5\n"), "PriorityType=priority/multifactor\n");
+    assert_eq!(code, 0);
+    assert!(stdout.contains("warning: fairway.toml turns on Fairway's priority terms"), "{stdout}");
 }

@@ -5,6 +5,7 @@
 //! the simulator runs exactly what `slurmctld` runs.
 //!
 //! # Brief overview
+//! - [`check`]: `fairway.toml` against `slurm.conf`'s priority settings.
 //! - [`config`]: `fairway.toml`, parsed into typed structs and validated with
 //!   messages that name the file, line and key.
 //! - [`time`]: Slurm's time-limit syntax (`days-hours:minutes:seconds`).
@@ -15,6 +16,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod check;
 pub mod config;
 pub mod fairshare;
 pub mod multifactor;

@@ -46,3 +46,35 @@ pub fn fs_dampening_factor() -> u16 {
     // SAFETY: plain read of an integer field of the initialised global config.
     unsafe { (*std::ptr::addr_of!(slurm_sys::slurm_conf)).fs_dampening_factor }
 }
+
+/// The priority settings of the loaded `slurm.conf`, for `fairway_core::check`.
+pub fn slurm_priority() -> fairway_core::check::SlurmPriority {
+    let text = |p: *mut std::os::raw::c_char, default: &str| {
+        // SAFETY: NULL or a NUL-terminated string of the initialised config.
+        if p.is_null() {
+            default.to_string()
+        } else {
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    // SAFETY: plain reads of the initialised global config.
+    let c = unsafe { &*std::ptr::addr_of!(slurm_sys::slurm_conf) };
+    fairway_core::check::SlurmPriority {
+        priority_type: text(c.priority_type, "priority/basic"),
+        site_factor_plugin: text(c.site_factor_plugin, "site_factor/none"),
+        accounting_storage_type: text(c.accounting_storage_type, "accounting_storage/none"),
+        weight_age: c.priority_weight_age,
+        weight_fairshare: c.priority_weight_fs,
+        calc_period: u64::from(c.priority_calc_period),
+    }
+}
+
+/// Logs what `fairway check-config` would say about this configuration (slurmctld).
+pub fn log_findings(config: &Config) {
+    for f in fairway_core::check::check(config, &slurm_priority()) {
+        match f.severity {
+            fairway_core::check::Severity::Error => tracing::error!("{}", f.message),
+            fairway_core::check::Severity::Warning => tracing::info!("warning: {}", f.message),
+        }
+    }
+}

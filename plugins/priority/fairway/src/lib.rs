@@ -49,6 +49,9 @@ impl FairwayPriority {
 
 impl Priority for FairwayPriority {
     fn init(config: Config, in_slurmctld: bool) -> Result<Self, String> {
+        if in_slurmctld {
+            fairway_ffi::conf::log_findings(&config);
+        }
         Ok(Self { conf: RwLock::new(SlurmKnobs::read()), terms: TermsState::load(&config, in_slurmctld) })
     }
 

@@ -31,6 +31,7 @@ pub struct FairwaySiteFactor {
 
 impl SiteFactor for FairwaySiteFactor {
     fn init(config: Config) -> Result<Self, String> {
+        fairway_ffi::conf::log_findings(&config);
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         Ok(Self {
             terms: TermsState::load(&config, true),

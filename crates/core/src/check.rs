@@ -1,0 +1,197 @@
+//! Consistency of `fairway.toml` with `slurm.conf`'s priority settings.
+//!
+//! `fairway check-config` and the plugins (at startup) run the same checks, so an
+//! admin sees the same explanation in the terminal and in `slurmctld.log`.
+
+use std::fmt;
+
+use crate::config::Config;
+use crate::terms;
+
+/// The `slurm.conf` settings the checks look at (keys as Slurm spells them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SlurmPriority {
+    /// `PriorityType`.
+    pub priority_type: String,
+    /// `PrioritySiteFactorPlugin`.
+    pub site_factor_plugin: String,
+    /// `AccountingStorageType`.
+    pub accounting_storage_type: String,
+    /// `PriorityWeightAge`.
+    pub weight_age: u32,
+    /// `PriorityWeightFairshare`.
+    pub weight_fairshare: u32,
+    /// `PriorityCalcPeriod`, seconds.
+    pub calc_period: u64,
+}
+
+impl SlurmPriority {
+    /// Reads the relevant keys from `slurm.conf` text (case-insensitive keys, `#`
+    /// comments; `Include` files are not followed). Missing keys keep Slurm's defaults.
+    pub fn parse(text: &str) -> Self {
+        let mut s = Self {
+            priority_type: "priority/multifactor".into(),
+            site_factor_plugin: "site_factor/none".into(),
+            accounting_storage_type: "accounting_storage/none".into(),
+            calc_period: 300,
+            ..Self::default()
+        };
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            for pair in line.split_whitespace() {
+                let Some((k, v)) = pair.split_once('=') else { continue };
+                match k.to_ascii_lowercase().as_str() {
+                    "prioritytype" => s.priority_type = v.into(),
+                    "prioritysitefactorplugin" => s.site_factor_plugin = v.into(),
+                    "accountingstoragetype" => s.accounting_storage_type = v.into(),
+                    "priorityweightage" => s.weight_age = v.parse().unwrap_or(0),
+                    "priorityweightfairshare" => s.weight_fairshare = v.parse().unwrap_or(0),
+                    "prioritycalcperiod" => {
+                        // minutes, or Slurm time syntax
+                        s.calc_period = crate::time::parse_duration(v).unwrap_or(300);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        s
+    }
+}
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The configuration does not do what it says.
+    Error,
+    /// Probably not what the site wants.
+    Warning,
+}
+
+/// One problem, explained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Error or warning.
+    pub severity: Severity,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{s}: {}", self.message)
+    }
+}
+
+/// Checks `fairway.toml` against `slurm.conf`'s priority settings.
+pub fn check(config: &Config, slurm: &SlurmPriority) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut say = |severity, message: String| out.push(Finding { severity, message });
+    let fairway_priority = slurm.priority_type == "priority/fairway";
+    let fairway_site = slurm.site_factor_plugin == "site_factor/fairway";
+    if fairway_priority && fairway_site {
+        say(
+            Severity::Error,
+            "PriorityType=priority/fairway and PrioritySiteFactorPlugin=site_factor/fairway both add Fairway's terms, \
+             so they would count twice: keep one (site_factor/fairway is for sites that stay on priority/multifactor)"
+                .into(),
+        );
+    }
+    if fairway_site && slurm.priority_type != "priority/multifactor" {
+        say(
+            Severity::Error,
+            format!(
+                "PrioritySiteFactorPlugin=site_factor/fairway only works under PriorityType=priority/multifactor, not {}",
+                slurm.priority_type
+            ),
+        );
+    }
+    if terms::any_enabled(&config.priority) && !fairway_priority && !fairway_site {
+        say(
+            Severity::Warning,
+            format!(
+                "fairway.toml turns on Fairway's priority terms, but PriorityType={} and PrioritySiteFactorPlugin={} \
+                 do not apply them: set PriorityType=priority/fairway, or PrioritySiteFactorPlugin=site_factor/fairway",
+                slurm.priority_type, slurm.site_factor_plugin
+            ),
+        );
+    }
+    if slurm.accounting_storage_type != "accounting_storage/slurmdbd" {
+        for (key, w) in [("PriorityWeightAge", slurm.weight_age), ("PriorityWeightFairshare", slurm.weight_fairshare)] {
+            if w > 0 {
+                say(
+                    Severity::Warning,
+                    format!("{key}={w} is ignored without AccountingStorageType=accounting_storage/slurmdbd"),
+                );
+            }
+        }
+    }
+    if let Some(max_wait) = config.priority.max_wait {
+        if max_wait.0 < slurm.calc_period {
+            say(
+                Severity::Warning,
+                format!(
+                    "max_wait ({} s) is shorter than PriorityCalcPeriod ({} s): starving jobs are lifted at the next \
+                     recalculation, so they may wait up to {} s longer than max_wait",
+                    max_wait.0, slurm.calc_period, slurm.calc_period
+                ),
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn cfg(text: &str) -> Config {
+        Config::parse(text, Path::new("fairway.toml")).unwrap()
+    }
+
+    #[test]
+    fn parses_slurm_conf_keys_case_insensitively() {
+        let s = SlurmPriority::parse(
+            "# comment\npriorityType=priority/fairway # trailing\nPriorityWeightAge=1000 PriorityCalcPeriod=2\n",
+        );
+        assert_eq!(s.priority_type, "priority/fairway");
+        assert_eq!(s.weight_age, 1000);
+        assert_eq!(s.calc_period, 120);
+        assert_eq!(s.site_factor_plugin, "site_factor/none");
+    }
+
+    #[test]
+    fn both_fairway_plugins_is_an_error() {
+        let s = SlurmPriority::parse("PriorityType=priority/fairway\nPrioritySiteFactorPlugin=site_factor/fairway\n");
+        let f = check(&Config::default(), &s);
+        assert!(f.iter().any(|f| f.severity == Severity::Error && f.message.contains("count twice")), "{f:?}");
+    }
+
+    #[test]
+    fn terms_without_a_fairway_plugin_are_a_warning() {
+        let s = SlurmPriority::parse("PriorityType=priority/multifactor\n");
+        let f = check(&cfg("[priority]\nweight_deadline = 10\n"), &s);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].message.contains("do not apply them"));
+    }
+
+    #[test]
+    fn a_clean_setup_has_no_findings() {
+        let s = SlurmPriority::parse(
+            "PriorityType=priority/fairway\nAccountingStorageType=accounting_storage/slurmdbd\nPriorityWeightAge=10\n",
+        );
+        assert!(check(&cfg("[priority]\nmax_wait = \"1-0\"\n"), &s).is_empty());
+    }
+
+    #[test]
+    fn weights_without_slurmdbd_and_short_max_wait_are_explained() {
+        let s = SlurmPriority::parse("PriorityType=priority/fairway\nPriorityWeightFairshare=5\n");
+        let f = check(&cfg("[priority]\nmax_wait = \"0:30\"\n"), &s);
+        assert!(f.iter().any(|f| f.message.contains("PriorityWeightFairshare=5 is ignored")), "{f:?}");
+        assert!(f.iter().any(|f| f.message.contains("shorter than PriorityCalcPeriod")), "{f:?}");
+    }
+}
