@@ -134,3 +134,25 @@ fn sshare_matches_multifactor_for_fair_tree_and_classic() {
     compare("Fair Tree", &tree_mf, &tree_fw, true);
     compare("classic", &classic_mf, &classic_fw, false);
 }
+
+fn norm_shares(c: &Cluster, user: &str) -> String {
+    let out = c.cmd("sshare", &["-a", "-P", "-n", "-o", "User,NormShares"]).unwrap();
+    out.stdout.lines().filter_map(|l| l.split_once('|')).find(|(u, _)| *u == user).map(|(_, s)| s.to_string()).unwrap()
+}
+
+/// Switching between Fair Tree and classic with `scontrol reconfigure` renormalises
+/// shares for the new algorithm, as multifactor does.
+#[test]
+fn reconfigure_to_classic_renormalises_shares() {
+    let spec = ClusterSpec { slurmd: false, ..ClusterSpec::default() };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    // Fair Tree: shares within the level; fw_alice is alone in vision.
+    assert_eq!(norm_shares(&c, "fw_alice"), "1.000000");
+    let mut conf = std::fs::read_to_string(c.slurm_conf()).unwrap();
+    conf.push_str("PriorityFlags=NO_FAIR_TREE\n");
+    std::fs::write(c.slurm_conf(), conf).unwrap();
+    assert!(c.cmd("scontrol", &["reconfigure"]).unwrap().ok());
+    // Classic: the product down the tree, 100/101 × 60/100 × 1/1.
+    c.wait_until("shares renormalised", || Ok(norm_shares(&c, "fw_alice") == "0.594059")).unwrap();
+    c.stop().unwrap();
+}

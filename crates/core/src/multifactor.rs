@@ -13,6 +13,10 @@ pub const NICE_OFFSET: u32 = 0x8000_0000;
 pub mod flags {
     /// `SMALL_RELATIVE_TO_TIME`.
     pub const SIZE_RELATIVE: u16 = 1 << 2;
+    /// Fair Tree (on unless `NO_FAIR_TREE`).
+    pub const FAIR_TREE: u16 = 1 << 5;
+    /// `INCR_ONLY`: a job's priority never decreases.
+    pub const INCR_ONLY: u16 = 1 << 6;
     /// `NO_NORMAL_ASSOC`.
     pub const NO_NORMAL_ASSOC: u16 = 1 << 7;
     /// `NO_NORMAL_PART`.

@@ -520,6 +520,29 @@ pub unsafe fn set_assoc_usage(assoc: *mut sys::slurmdb_assoc_rec_t) {
     }
 }
 
+/// `_set_norm_shares`: after `scontrol reconfigure` switched Fair Tree on or off,
+/// renormalises every association's shares the way the new algorithm expects.
+pub fn renormalize_shares() {
+    with_assoc_mgr(assoc_lock(sys::WRITE_LOCK, sys::NO_LOCK, sys::NO_LOCK), || {
+        // SAFETY: assoc write lock held; associations stay valid while it is.
+        unsafe {
+            let root = std::ptr::addr_of!(sys::assoc_mgr_root_assoc).read();
+            let mut stack: Vec<*mut sys::slurmdb_assoc_rec_t> = Vec::new();
+            if let Some(u) = root.as_ref().and_then(|r| r.usage.as_ref()) {
+                for_each(u.children_list, |c| stack.push(c.cast()));
+            }
+            while let Some(a) = stack.pop() {
+                sys::assoc_mgr_normalize_assoc_shares(a);
+                if (*a).user.is_null() {
+                    if let Some(u) = (*a).usage.as_ref() {
+                        for_each(u.children_list, |c| stack.push(c.cast()));
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// `_apply_decay`: decays usage of every association and of QOS without NoDecay.
 fn apply_decay(ctld: &Ctld, real_decay: f64) {
     if real_decay == 1.0 {

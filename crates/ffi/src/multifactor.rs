@@ -334,6 +334,8 @@ impl JobRecord<'_> {
 const _: () = {
     use fairway_core::multifactor::{flags as f, NICE_OFFSET};
     assert!(f::SIZE_RELATIVE as u32 == sys::PRIORITY_FLAGS_SIZE_RELATIVE);
+    assert!(f::FAIR_TREE as u32 == sys::PRIORITY_FLAGS_FAIR_TREE);
+    assert!(f::INCR_ONLY as u32 == sys::PRIORITY_FLAGS_INCR_ONLY);
     assert!(f::NO_NORMAL_ASSOC as u32 == sys::PRIORITY_FLAGS_NO_NORMAL_ASSOC);
     assert!(f::NO_NORMAL_PART as u32 == sys::PRIORITY_FLAGS_NO_NORMAL_PART);
     assert!(f::NO_NORMAL_QOS as u32 == sys::PRIORITY_FLAGS_NO_NORMAL_QOS);

@@ -19,8 +19,7 @@ use fairway_ffi::job::JobRecord;
 use fairway_ffi::plugin::Priority;
 use fairway_ffi::terms::TermsState;
 
-/// `PriorityFlags=INCR_ONLY` (slurm.h `PRIORITY_FLAGS_INCR_ONLY`).
-const INCR_ONLY: u32 = 1 << 6;
+use multifactor::flags::{FAIR_TREE, INCR_ONLY};
 
 /// The plugin's state for the life of the host process.
 pub struct FairwayPriority {
@@ -56,7 +55,14 @@ impl Priority for FairwayPriority {
     }
 
     fn reconfig(&self, _assoc_clear: bool) {
-        *self.conf.write().unwrap_or_else(|e| e.into_inner()) = SlurmKnobs::read();
+        let new = SlurmKnobs::read();
+        let mut conf = self.conf.write().unwrap_or_else(|e| e.into_inner());
+        // Fair Tree normalises shares per level, classic down the tree: switching
+        // algorithms needs the shares recomputed, as multifactor does.
+        if (conf.weights.flags ^ new.weights.flags) & FAIR_TREE != 0 && fairway_ffi::sym::in_slurmctld() {
+            fairway_ffi::decay::renormalize_shares();
+        }
+        *conf = new;
     }
 
     fn priority(&self, job: &mut JobRecord<'_>, now: i64) -> u32 {
@@ -84,7 +90,7 @@ impl Priority for FairwayPriority {
                 Some(s) => vec![terms::starving_priority(s); parts.len()],
                 None => parts.iter().map(|p| multifactor::priority_in_partition(&knobs.weights, &factors, p)).collect(),
             };
-            let incr_only = u32::from(knobs.weights.flags) & INCR_ONLY != 0;
+            let incr_only = knobs.weights.flags & INCR_ONLY != 0;
             job.set_priority_array(&per_part, incr_only);
         }
         tracing::debug!(job_id = job.job_id(), prio, "priority set");
