@@ -152,7 +152,7 @@ fn main() {
             // libslurmfull functions (present in every Slurm process, so safe to link
             // directly); slurmctld-only ones are looked up at run time instead.
             .allowlist_function("assoc_mgr_lock|assoc_mgr_unlock|slurm_with_slurmdbd|dump_assoc_mgr_state")
-            .allowlist_function("assoc_mgr_normalize_assoc_shares")
+            .allowlist_function("assoc_mgr_normalize_assoc_shares|slurmdb_destroy_assoc_usage")
             .allowlist_function("site_factor_plugin_init|site_factor_plugin_fini|site_factor_g_.*")
             .allowlist_function(
                 "list_iterator_create|list_next|list_iterator_destroy|list_count|list_create|list_append|list_destroy",

@@ -222,9 +222,15 @@ impl Cluster {
         self.wait("slurmctld", "scontrol ping says UP", |c| {
             Ok(c.cmd("scontrol", &["ping"])?.stdout.contains("is UP"))
         })?;
+        // The node must answer again; a job may still be completing on it.
         let node = self.node.clone();
-        self.wait("slurmctld", "node idle again", |c| {
-            Ok(c.cmd("sinfo", &["-h", "-n", &node, "-o", "%T"])?.stdout.trim() == "idle")
+        self.wait("slurmctld", "node responding again", |c| {
+            let state = c.cmd("sinfo", &["-h", "-n", &node, "-o", "%T"])?.stdout.trim().to_string();
+            if ["idle", "mixed", "allocated", "completing"].contains(&state.as_str()) {
+                Ok(true)
+            } else {
+                anyhow::bail!("node state {state}")
+            }
         })
     }
 
@@ -295,14 +301,15 @@ impl Cluster {
         }
     }
 
-    /// Polls `cond` (every 200 ms, up to a minute) until it holds.
+    /// Polls `cond` (every 200 ms, up to two minutes: two `PriorityCalcPeriod`s of the
+    /// tests) until it holds.
     pub fn wait_until(&self, what: &str, mut cond: impl FnMut() -> Result<bool>) -> Result<()> {
         let start = Instant::now();
         loop {
             if cond()? {
                 return Ok(());
             }
-            if start.elapsed() > Duration::from_secs(60) {
+            if start.elapsed() > Duration::from_secs(120) {
                 bail!("timed out waiting until {what}\n{}", self.log_tails());
             }
             std::thread::sleep(Duration::from_millis(200));

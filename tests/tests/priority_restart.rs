@@ -14,6 +14,18 @@ fn raw_usage(c: &Cluster, user: &str) -> f64 {
         .unwrap_or_else(|| panic!("no RawUsage for {user}: {out:?}"))
 }
 
+/// Waits for the next decay pass (1 minute here), after which usage has been saved.
+fn wait_for_decay_pass(c: &Cluster) {
+    let file = c.dir().join("state/fairway_priority_last_decay");
+    let pass = std::fs::metadata(&file).and_then(|m| m.modified()).ok();
+    let start = Instant::now();
+    c.wait_until("a decay pass", || {
+        let now = std::fs::metadata(&file).and_then(|m| m.modified()).ok();
+        Ok(now.is_some() && now != pass && start.elapsed() > Duration::from_secs(1))
+    })
+    .unwrap_or_else(|_| panic!("no decay pass recorded"));
+}
+
 #[test]
 fn usage_survives_kill_9_of_slurmctld() {
     let spec = ClusterSpec {
@@ -23,14 +35,7 @@ fn usage_survives_kill_9_of_slurmctld() {
     let mut c = Cluster::start(&spec).expect("cluster starts");
     let job = c.sbatch("fw_alice", &["-n", "2", "--wrap=sleep 10"]).unwrap();
     c.wait_job(job, &["COMPLETED"], Duration::from_secs(60)).unwrap();
-    // Let one decay pass (1 minute) run after the job, so its usage has been saved.
-    let pass = std::fs::metadata(c.dir().join("state/fairway_priority_last_decay")).and_then(|m| m.modified()).ok();
-    let start = Instant::now();
-    c.wait_until("a decay pass after the job", || {
-        let now = std::fs::metadata(c.dir().join("state/fairway_priority_last_decay")).and_then(|m| m.modified()).ok();
-        Ok(now.is_some() && now != pass && start.elapsed() > Duration::from_secs(1))
-    })
-    .unwrap_or_else(|_| panic!("no decay pass recorded"));
+    wait_for_decay_pass(&c);
     let before = raw_usage(&c, "fw_alice");
     assert!(before >= 15.0, "2 CPUs × 10 s should be ~20 CPU-seconds, got {before}");
 
@@ -41,5 +46,27 @@ fn usage_survives_kill_9_of_slurmctld() {
     // Decay over one calc period with a 7-day half-life is ~0.007%; allow rounding.
     assert!((after - before).abs() <= 1.0, "usage changed across the crash: {before} -> {after}");
     assert!(c.log("slurmctld").contains("fairway"), "plugin did not load after restart");
+    c.stop().unwrap();
+}
+
+/// PriorityUsageResetPeriod=NOW clears usage when slurmctld starts with it.
+#[test]
+fn usage_reset_now_clears_usage_on_restart() {
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec!["PriorityCalcPeriod=1".into(), "PriorityWeightFairshare=1000".into()],
+        ..ClusterSpec::default()
+    };
+    let mut c = Cluster::start(&spec).expect("cluster starts");
+    let job = c.sbatch("fw_bob", &["--wrap=sleep 3"]).unwrap();
+    c.wait_job(job, &["COMPLETED"], Duration::from_secs(60)).unwrap();
+    assert!(raw_usage(&c, "fw_bob") >= 2.0, "no usage recorded");
+    // The job is finished and its usage saved before slurmctld restarts.
+    wait_for_decay_pass(&c);
+    let mut conf = std::fs::read_to_string(c.slurm_conf()).unwrap();
+    conf.push_str("PriorityUsageResetPeriod=NOW\n");
+    std::fs::write(c.slurm_conf(), conf).unwrap();
+    c.kill_slurmctld().unwrap();
+    c.restart_slurmctld().unwrap();
+    c.wait_until("usage cleared", || Ok(raw_usage(&c, "fw_bob") == 0.0)).unwrap();
     c.stop().unwrap();
 }

@@ -6,9 +6,9 @@
 //! classic, in `fairway_core::fairshare`) and the priority of pending jobs, and records
 //! when it ran in `StateSaveLocation/fairway_priority_last_decay` so a restart (kill -9
 //! included) resumes from the last pass. Usage itself (`assoc_usage`, `qos_usage`) is
-//! saved after every pass, so a crash loses at most one calc period of it (slurmctld
-//! alone saves it every 5 minutes). Periodic `PriorityUsageResetPeriod` resets (other than
-//! NOW) are not implemented yet and are reported at startup.
+//! saved after every pass that added usage, so a crash loses at most one calc period of
+//! it (slurmctld alone saves it every 5 minutes). `PriorityUsageResetPeriod` clears
+//! usage at local midnights as multifactor does; the last reset is kept in the same file.
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -241,10 +241,6 @@ pub fn start(recompute: Recompute, after_pass: AfterPass) -> Option<DecayThread>
         tracing::error!("slurmctld symbols not found: fair share and usage decay are off");
         return None;
     };
-    let knobs = Knobs::read();
-    if !matches!(u32::from(knobs.reset_period), sys::PRIORITY_RESET_NONE | sys::PRIORITY_RESET_NOW) {
-        tracing::error!("PriorityUsageResetPeriod other than NONE/NOW is not implemented by priority/fairway yet; usage is only decayed");
-    }
     // As multifactor: root's effective usage is 1, and g_last_ran is known before init
     // returns, so a job ending right away is charged from the right time.
     with_assoc_mgr(assoc_lock(sys::WRITE_LOCK, sys::NO_LOCK, sys::NO_LOCK), || {
@@ -255,7 +251,7 @@ pub fn start(recompute: Recompute, after_pass: AfterPass) -> Option<DecayThread>
             }
         }
     });
-    LAST_RAN.store(read_last_ran(), Ordering::Relaxed);
+    LAST_RAN.store(read_state().0, Ordering::Relaxed);
     let ctld = Arc::new(ctld);
     let stop = Arc::new((Mutex::new(false), Condvar::new()));
     let (c2, s2) = (ctld.clone(), stop.clone());
@@ -294,32 +290,44 @@ fn state_file() -> PathBuf {
     PathBuf::from(dir).join("fairway_priority_last_decay")
 }
 
-fn read_last_ran() -> i64 {
+/// (last pass, last usage reset) from the state file; zeros if there is none.
+fn read_state() -> (i64, i64) {
     let path = state_file();
     match std::fs::read_to_string(&path) {
-        Ok(s) => s.split_whitespace().next().and_then(|t| t.parse().ok()).unwrap_or_else(|| {
-            tracing::error!("{}: unreadable, starting decay afresh", path.display());
-            0
-        }),
+        Ok(s) => {
+            let mut f = s.split_whitespace().map(|t| t.parse::<i64>());
+            match (f.next(), f.next()) {
+                (Some(Ok(ran)), Some(Ok(reset))) => (ran, reset),
+                (Some(Ok(ran)), None) => (ran, 0),
+                _ => {
+                    tracing::error!("{}: unreadable, starting decay afresh", path.display());
+                    (0, 0)
+                }
+            }
+        }
         Err(_) => {
             tracing::info!("no last decay ({}) to recover", path.display());
-            0
+            (0, 0)
         }
     }
 }
 
-fn write_last_ran(t: i64) {
+fn write_state(last_ran: i64, last_reset: i64) {
     let path = state_file();
     let tmp = path.with_extension("new");
-    let r = std::fs::write(&tmp, format!("{t}\n")).and_then(|_| std::fs::rename(&tmp, &path));
+    let r = std::fs::write(&tmp, format!("{last_ran} {last_reset}\n")).and_then(|_| std::fs::rename(&tmp, &path));
     if let Err(e) = r {
         tracing::error!("cannot save {}: {e}", path.display());
     }
 }
 
 fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_pass: AfterPass) {
-    let mut knobs = Knobs::read();
     let mut last_ran = LAST_RAN.load(Ordering::Relaxed);
+    let (_, saved_reset) = read_state();
+    let mut last_reset = if saved_reset == 0 { now() } else { saved_reset };
+    let mut next_reset: Option<i64> = None;
+    let mut reset_now_done = false;
+    let mut knobs = Knobs::read();
     init_grp_used_tres_run_secs(ctld, last_ran);
     let decay_factor = |k: Knobs| fairshare::decay_factor(k.half_life);
     let mut next = std::time::Instant::now();
@@ -327,10 +335,31 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
         let start = now();
         let prev = knobs;
         knobs = Knobs::read();
-        if u32::from(knobs.reset_period) == sys::PRIORITY_RESET_NOW
-            && u32::from(prev.reset_period) != sys::PRIORITY_RESET_NOW
-        {
-            reset_usage(ctld);
+        if prev.reset_period != knobs.reset_period {
+            next_reset = None; // reconfigured: recompute from the last reset
+            reset_now_done = false;
+        }
+        // PriorityUsageResetPeriod, as multifactor's decay loop applies it.
+        match fairshare::ResetPeriod::from_slurm(knobs.reset_period) {
+            fairshare::ResetPeriod::None => {}
+            fairshare::ResetPeriod::Now => {
+                if !reset_now_done {
+                    reset_usage(ctld);
+                    last_reset = start;
+                    reset_now_done = true;
+                }
+            }
+            period => {
+                if next_reset.is_none() {
+                    next_reset = fairshare::next_reset_local(period, last_reset, start);
+                }
+                if let Some(at) = next_reset.filter(|&at| start >= at) {
+                    tracing::info!("PriorityUsageResetPeriod: clearing association and QOS usage");
+                    reset_usage(ctld);
+                    last_reset = at;
+                    next_reset = fairshare::next_reset_local(period, last_reset, start);
+                }
+            }
         }
         if !knobs.fair_tree() {
             with_assoc_mgr(assoc_lock(sys::WRITE_LOCK, sys::NO_LOCK, sys::NO_LOCK), || {
@@ -382,7 +411,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
             // SAFETY: libslurmfull function; takes assoc_mgr's file write lock itself.
             unsafe { sys::dump_assoc_mgr_state() };
         }
-        write_last_ran(last_ran);
+        write_state(last_ran, last_reset);
         crate::guard("decay pass hook", (), after_pass);
 
         next += Duration::from_secs(u64::from(knobs.calc_period));
@@ -587,30 +616,40 @@ fn apply_decay(ctld: &Ctld, real_decay: f64) {
     });
 }
 
-/// `_reset_usage` (PriorityUsageResetPeriod=NOW).
+/// `_reset_usage`: clears usage of every association and QOS (NoDecay ones too).
 fn reset_usage(ctld: &Ctld) {
-    apply_decay_to_zero(ctld);
-}
-
-fn apply_decay_to_zero(ctld: &Ctld) {
-    // Multiplying by 0 zeroes usage_raw, usage_tres_raw and grp_used_wall exactly as
-    // _reset_usage sets them to 0 (NoDecay QOS included there: handled below).
-    apply_decay(ctld, 0.0);
-    with_assoc_mgr(assoc_lock(sys::NO_LOCK, sys::WRITE_LOCK, sys::NO_LOCK), || {
-        for_each(
-            // SAFETY: plain read of the global list pointer (QOS write lock held).
-            unsafe { std::ptr::addr_of!(sys::assoc_mgr_qos_list).read() },
-            |p| {
-                // SAFETY: QOS write lock held.
-                unsafe {
-                    if let Some(u) = (*p.cast::<sys::slurmdb_qos_rec_t>()).usage.as_mut() {
-                        fairway_write_long_double(std::ptr::addr_of_mut!(u.usage_raw).cast(), 0.0);
-                        u.grp_used_wall = 0.0;
+    let tres = ctld.tres_cnt();
+    with_assoc_mgr(assoc_lock(sys::WRITE_LOCK, sys::WRITE_LOCK, sys::NO_LOCK), || {
+        // SAFETY: assoc and QOS write locks held; lists and records stay valid.
+        unsafe {
+            let clear = |raw: *mut u128, tres_raw: *mut u128, wall: &mut f64| {
+                fairway_write_long_double(raw.cast(), 0.0);
+                if !tres_raw.is_null() {
+                    for t in 0..tres {
+                        fairway_write_long_double(tres_raw.add(t).cast(), 0.0);
                     }
                 }
-            },
-        );
+                *wall = 0.0;
+            };
+            for_each(std::ptr::addr_of!(sys::assoc_mgr_assoc_list).read(), |p| {
+                let a = &mut *p.cast::<sys::slurmdb_assoc_rec_t>();
+                if let Some(u) = a.usage.as_mut() {
+                    clear(std::ptr::addr_of_mut!(u.usage_raw).cast(), u.usage_tres_raw.cast(), &mut u.grp_used_wall);
+                }
+                // An account's separate leaf usage goes entirely, as in multifactor.
+                if !a.leaf_usage.is_null() && a.leaf_usage != a.usage {
+                    sys::slurmdb_destroy_assoc_usage(a.leaf_usage.cast());
+                    a.leaf_usage = std::ptr::null_mut();
+                }
+            });
+            for_each(std::ptr::addr_of!(sys::assoc_mgr_qos_list).read(), |p| {
+                if let Some(u) = (*p.cast::<sys::slurmdb_qos_rec_t>()).usage.as_mut() {
+                    clear(std::ptr::addr_of_mut!(u.usage_raw).cast(), u.usage_tres_raw.cast(), &mut u.grp_used_wall);
+                }
+            });
+        }
     });
+    USAGE_ADDED.store(true, Ordering::Relaxed); // save the cleared state with this pass
 }
 
 fn job_state_flags(j: &sys::job_record_t) -> (u32, u32) {

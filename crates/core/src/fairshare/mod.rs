@@ -1,9 +1,11 @@
 //! Fair share: the factor, the association tree, and usage decay.
 
 mod decay;
+mod reset;
 mod tree;
 
 pub use decay::{decay_factor, decayed_run, real_decay};
+pub use reset::{next_reset, next_reset_local, ResetPeriod};
 pub use tree::{Assoc, AssocTree, ClassicMode, NO_VAL};
 
 /// Classic (non-Fair-Tree) fair-share factor: `2^(-(U_effective / S_norm) / damping)`.
