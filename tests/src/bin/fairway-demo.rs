@@ -84,11 +84,22 @@ fn main() -> Result<()> {
         }
         std::thread::sleep(Duration::from_secs(4));
     }
+    // Fair Tree ranks users at each recalculation (PriorityCalcPeriod=1 minute here):
+    // wait for the next one so the table reflects the usage just accrued.
+    println!("\nWaiting for the next priority recalculation (at most a minute)...");
+    let state = c.dir().join("state/fairway_priority_last_decay");
+    let before = std::fs::metadata(&state).and_then(|m| m.modified()).ok();
+    let waited = Instant::now();
+    while std::fs::metadata(&state).and_then(|m| m.modified()).ok() == before
+        && waited.elapsed() < Duration::from_secs(75)
+    {
+        std::thread::sleep(Duration::from_secs(1));
+    }
     show(
         &c,
-        "fair share",
+        "fair share after the recalculation",
         "sshare",
-        &["-a", "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"],
+        &["-a", "-l", "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare,LevelFS"],
     )?;
     show(&c, "accounting", "sacct", &["-a", "-X", "-o", "JobID,JobName,User,Account,QOS,State,Elapsed"])?;
     println!(
