@@ -427,7 +427,7 @@ impl Cluster {
         let m = self.root.join("munge");
         let key = m.join("munge.key");
         let mut bytes = [0u8; 1024];
-        fs::File::open("/dev/urandom")?.read_exact_into(&mut bytes)?;
+        std::io::Read::read_exact(&mut fs::File::open("/dev/urandom")?, &mut bytes)?;
         fs::write(&key, bytes)?;
         fs::set_permissions(&key, fs::Permissions::from_mode(0o400))?;
         let sock = l.munge_socket();
@@ -554,16 +554,6 @@ impl Drop for Cluster {
         if let Err(e) = self.shutdown() {
             eprintln!("fairway-tests: teardown of {}: {e:#}", self.name);
         }
-    }
-}
-
-trait ReadExactInto {
-    fn read_exact_into(&mut self, buf: &mut [u8]) -> std::io::Result<()>;
-}
-
-impl ReadExactInto for fs::File {
-    fn read_exact_into(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
-        std::io::Read::read_exact(self, buf)
     }
 }
 

@@ -10,7 +10,6 @@
 #![forbid(unsafe_code)]
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
@@ -131,7 +130,6 @@ fn main() -> Result<()> {
     let args: Vec<u32> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let jobs = args.first().copied().unwrap_or(50_000);
     let assocs = args.get(1).copied().unwrap_or(2_000);
-    let _ = Command::new("true").status();
     let mf = run("priority/multifactor", jobs, assocs)?;
     let fw = run("priority/fairway", jobs, assocs)?;
     let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);

@@ -144,6 +144,9 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
         let now = crate::plugin::unix_now();
         let accrue_always = u32::from(conf.priority_flags) & sys::PRIORITY_FLAGS_ACCRUE_ALWAYS != 0;
         let calculate_running = u32::from(conf.priority_flags) & sys::PRIORITY_FLAGS_CALCULATE_RUNNING != 0;
+        // Partition weights for jobs in several partitions, read once per request.
+        let weights = crate::multifactor::weights();
+        let raw_part = u32::from(weights.flags) & sys::PRIORITY_FLAGS_NO_NORMAL_PART != 0;
         let out = sys::list_create(Some(sys::slurm_destroy_priority_factors_object));
         crate::decay::for_each(*ctld.job_list, |p| {
             let job = &*p.cast::<sys::job_record_t>();
@@ -191,11 +194,10 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
                 } else if !job.prio_factors.is_null() {
                     sys::slurm_copy_priority_factors_object(obj, job.prio_factors);
                     if multi {
-                        let w = crate::multifactor::weights();
-                        let raw = u32::from(w.flags) & sys::PRIORITY_FLAGS_NO_NORMAL_PART != 0;
                         let pr = &*part;
-                        (*obj).priority_part = if raw { f64::from(pr.priority_job_factor) } else { pr.norm_priority }
-                            * f64::from(w.partition);
+                        (*obj).priority_part =
+                            if raw_part { f64::from(pr.priority_job_factor) } else { pr.norm_priority }
+                                * f64::from(weights.partition);
                     }
                 }
                 (*obj).job_id = job.job_id;
