@@ -94,7 +94,8 @@ fn main() {
         .allowlist_var("PRIORITY_FLAGS_.*|PRIORITY_RESET_.*|ESLURM_.*|QOS_FLAG_NO_DECAY")
         .allowlist_type("job_states")
         .allowlist_var("JOB_STATE_BASE|JOB_COMPLETING|JOB_RESIZING|JOB_POWER_UP_NODE|JOB_REVOKED|NO_CONSUME_VAL64")
-        .allowlist_var("PRIVATE_DATA_JOBS|DEBUG_FLAG_PRIO")
+        .allowlist_var("PRIVATE_DATA_JOBS|DEBUG_FLAG_PRIO|KILL_JOB_BATCH")
+        .allowlist_type("cpu_bind_type")
         .allowlist_type("slurmdb_tres_rec_t")
         // Client API, for tools that link libslurm themselves (bench/); plugins must not.
         .allowlist_function("slurm_init|slurm_init_job_desc_msg|slurm_submit_batch_job")

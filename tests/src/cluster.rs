@@ -41,6 +41,12 @@ pub struct ClusterSpec {
     /// `gres.conf` lines describing them (`{dir}` stands for the cluster directory,
     /// whose `dev/nvidia0..15` are stand-in device files); `GresTypes` follows.
     pub gres: Option<(String, String)>,
+    /// Extra partitions over every node: the rest of each `PartitionName=` line
+    /// (`gpu MaxTime=12:00:00`); `Nodes=` and `State=UP` are added.
+    pub partitions: Vec<String>,
+    /// Nodes like the real one that never register (no slurmd; an unroutable
+    /// address): multi-node shapes can be submitted and stay pending.
+    pub phantom_nodes: u32,
 }
 
 impl Default for ClusterSpec {
@@ -60,6 +66,8 @@ impl Default for ClusterSpec {
             users: vec![(s("fw_alice"), s("vision")), (s("fw_bob"), s("nlp"))],
             user_fairshare: Vec::new(),
             gres: None,
+            partitions: Vec::new(),
+            phantom_nodes: 0,
             qos: vec![(s("high"), 1000), (s("scavenger"), 0)],
             slurmd: true,
         }

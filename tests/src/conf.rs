@@ -80,14 +80,25 @@ pub(crate) fn slurm_conf(l: &Layout<'_>, spec: &ClusterSpec) -> String {
     for line in &spec.slurm_conf_extra {
         let _ = writeln!(s, "{line}");
     }
-    let _ = writeln!(
-        s,
-        "NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={cpus} RealMemory=2000{node_gres} State=UNKNOWN\n\
-         PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP",
-        node = l.node_name,
-        host = l.hostname,
-        cpus = l.cpus,
-    );
+    let node_line = |name: &str, addr: &str, host: &str, state: &str| {
+        format!(
+            "NodeName={name} NodeAddr={addr} NodeHostname={host} CPUs={} RealMemory=2000{node_gres} State={state}",
+            l.cpus
+        )
+    };
+    let _ = writeln!(s, "{}", node_line(l.node_name, "127.0.0.1", l.hostname, "UNKNOWN"));
+    let mut nodes = vec![l.node_name.to_string()];
+    for i in 1..=spec.phantom_nodes {
+        // TEST-NET-1 (RFC 5737): never answers, so the node stays down.
+        let name = format!("{}p{i}", l.node_name);
+        let _ = writeln!(s, "{}", node_line(&name, &format!("192.0.2.{i}"), &name, "DOWN"));
+        nodes.push(name);
+    }
+    let nodes = nodes.join(",");
+    let _ = writeln!(s, "PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE State=UP");
+    for p in &spec.partitions {
+        let _ = writeln!(s, "PartitionName={p} Nodes={nodes} State=UP");
+    }
     s
 }
 

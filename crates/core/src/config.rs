@@ -28,6 +28,8 @@ pub struct Config {
     pub priority: PriorityConfig,
     /// `[predictor]`: the runtime predictor behind the predicted-work term.
     pub predictor: PredictorConfig,
+    /// `[job_submit]`: the rules of `job_submit/fairway`. All off by default.
+    pub job_submit: crate::submit::config::JobSubmitConfig,
 }
 
 /// `[priority]`: Fairway's terms, added to multifactor's factors through the site
@@ -96,7 +98,7 @@ impl<'de> Deserialize<'de> for Quantile {
 /// Longest `max_wait` accepted: a year. Anything longer is a typo, not a policy.
 const MAX_WAIT_LIMIT: u64 = 365 * 24 * 3600;
 
-fn slurm_time_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Seconds>, D::Error> {
+pub(crate) fn slurm_time_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Seconds>, D::Error> {
     let text = String::deserialize(d)?;
     let secs = crate::time::parse_duration(&text).map_err(serde::de::Error::custom)?;
     if secs == 0 || secs > MAX_WAIT_LIMIT {

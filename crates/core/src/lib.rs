@@ -13,6 +13,7 @@
 //! - [`multifactor`]: `priority/multifactor`'s factors and weighted sum.
 //! - [`terms`]: Fairway's own priority terms (predicted work, deadline, starvation).
 //! - [`predict`]: online runtime prediction from each job's history.
+//! - [`submit`]: `job_submit/fairway`'s rules: directive, tiers, QoS, gangs, defaults.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -21,6 +22,7 @@ pub mod config;
 pub mod fairshare;
 pub mod multifactor;
 pub mod predict;
+pub mod submit;
 pub mod terms;
 pub mod time;
 

@@ -41,6 +41,24 @@ pub fn load() -> Result<Config, ConfigError> {
     }
 }
 
+/// `StateSaveLocation`.
+pub fn state_save_location() -> PathBuf {
+    // SAFETY: NUL-terminated path in the initialised config, or NULL.
+    unsafe {
+        let p = (*std::ptr::addr_of!(slurm_sys::slurm_conf)).state_save_location;
+        if p.is_null() {
+            return PathBuf::from("/var/spool/slurmctld");
+        }
+        PathBuf::from(CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
+/// `SlurmUser`'s uid.
+pub fn slurm_user_id() -> u32 {
+    // SAFETY: plain read of an integer field of the initialised global config.
+    unsafe { (*std::ptr::addr_of!(slurm_sys::slurm_conf)).slurm_user_id }
+}
+
 /// `FairShareDampeningFactor` from slurm.conf.
 pub fn fs_dampening_factor() -> u16 {
     // SAFETY: plain read of an integer field of the initialised global config.

@@ -4,6 +4,10 @@ use std::borrow::Cow;
 use std::ffi::CStr;
 use std::os::raw::c_char;
 
+use fairway_core::submit::config::CpuBind;
+use fairway_core::submit::{JobRequest, Warn};
+use slurm_sys as sys;
+
 fn opt_str<'a>(p: *const c_char) -> Option<Cow<'a, str>> {
     // SAFETY: callers pass fields of a struct Slurm keeps alive for the callback; each is
     // NULL or NUL-terminated.
@@ -49,6 +53,131 @@ impl<'a> JobDesc<'a> {
     }
 }
 
+/// Reads `job_desc` into the core's view of a request, for the submission rules.
+impl JobDesc<'_> {
+    /// The fields the submission rules read.
+    pub fn request(&self) -> JobRequest {
+        let d = &*self.0;
+        let s = |p: *const c_char| opt_str(p).map(Cow::into_owned);
+        let v32 = |v: u32| (v != sys::NO_VAL).then_some(v);
+        let v16 = |v: u16| (u32::from(v) != sys::NO_VAL16).then_some(v);
+        JobRequest {
+            user_id: d.user_id,
+            account: s(d.account),
+            name: s(d.name),
+            comment: s(d.comment),
+            extra: s(d.extra),
+            batch: !d.script.is_null(),
+            partition: s(d.partition),
+            qos: s(d.qos),
+            time_limit: v32(d.time_limit),
+            min_nodes: v32(d.min_nodes),
+            num_tasks: v32(d.num_tasks),
+            ntasks_per_node: v16(d.ntasks_per_node).map(u32::from),
+            tres_per_node: s(d.tres_per_node),
+            tres_per_job: s(d.tres_per_job),
+            tres_per_task: s(d.tres_per_task),
+            tres_per_socket: s(d.tres_per_socket),
+            req_switch: v32(d.req_switch),
+            wait4switch: v32(d.wait4switch),
+            requeue: v16(d.requeue).map(|r| r != 0),
+            warn: v16(d.warn_signal).filter(|&sig| sig != 0).map(|signal| Warn {
+                signal,
+                lead: v16(d.warn_time).unwrap_or(0),
+                batch_only: v16(d.warn_flags).is_some_and(|f| u32::from(f) & sys::KILL_JOB_BATCH != 0),
+            }),
+            tres_bind: s(d.tres_bind),
+            cpu_bind: v16(d.cpu_bind_type).filter(|&b| b != 0).map(|b| match u32::from(b) {
+                b if b & sys::CPU_BIND_TO_SOCKETS != 0 => CpuBind::Sockets,
+                b if b & sys::CPU_BIND_TO_LDOMS != 0 => CpuBind::Ldoms,
+                b if b & sys::CPU_BIND_TO_CORES != 0 => CpuBind::Cores,
+                // Threads, maps, masks, none…: the user chose; treat as set.
+                _ => CpuBind::None,
+            }),
+            admin_comment: s(d.admin_comment),
+        }
+    }
+
+    /// Writes back every field in which `after` differs from `before`; returns the
+    /// names of the fields written, for the log.
+    pub fn apply(&mut self, before: &JobRequest, after: &JobRequest) -> Vec<&'static str> {
+        let d = &mut *self.0;
+        let mut changed = Vec::new();
+        macro_rules! string {
+            ($field:ident) => {
+                if before.$field != after.$field {
+                    set_str(&mut d.$field, after.$field.as_deref());
+                    changed.push(stringify!($field));
+                }
+            };
+        }
+        macro_rules! number {
+            ($field:ident, $none:expr) => {
+                if before.$field != after.$field {
+                    d.$field = after.$field.map_or($none, |v| v.try_into().unwrap_or($none));
+                    changed.push(stringify!($field));
+                }
+            };
+        }
+        string!(partition);
+        string!(qos);
+        string!(tres_per_node);
+        string!(tres_per_job);
+        string!(tres_bind);
+        string!(admin_comment);
+        number!(time_limit, sys::NO_VAL);
+        number!(min_nodes, sys::NO_VAL);
+        number!(req_switch, sys::NO_VAL);
+        number!(wait4switch, sys::NO_VAL);
+        if before.requeue != after.requeue {
+            d.requeue = after.requeue.map_or(sys::NO_VAL16 as u16, u16::from);
+            changed.push("requeue");
+        }
+        if before.warn != after.warn {
+            if let Some(w) = &after.warn {
+                d.warn_signal = w.signal;
+                d.warn_time = w.lead;
+                let flags = if u32::from(d.warn_flags) == sys::NO_VAL16 { 0 } else { d.warn_flags };
+                d.warn_flags = if w.batch_only {
+                    flags | sys::KILL_JOB_BATCH as u16
+                } else {
+                    flags & !(sys::KILL_JOB_BATCH as u16)
+                };
+            }
+            changed.push("warn_signal");
+        }
+        if before.cpu_bind != after.cpu_bind {
+            if let Some(b) = after.cpu_bind {
+                let bits = match b {
+                    CpuBind::Cores => sys::CPU_BIND_TO_CORES,
+                    CpuBind::Sockets => sys::CPU_BIND_TO_SOCKETS,
+                    CpuBind::Ldoms => sys::CPU_BIND_TO_LDOMS,
+                    CpuBind::None => 0,
+                };
+                if bits != 0 {
+                    d.cpu_bind_type = bits as u16;
+                }
+            }
+            changed.push("cpu_bind_type");
+        }
+        changed
+    }
+}
+
+/// Replaces a Slurm-owned `char *` field.
+fn set_str(field: &mut *mut c_char, value: Option<&str>) {
+    match value {
+        // SAFETY: job_desc string fields are NULL or xmalloc'ed.
+        Some(v) => unsafe { crate::string::replace_slurm_str(field, v) },
+        None => {
+            let mut p = (*field).cast::<std::os::raw::c_void>();
+            // SAFETY: as above; xfree accepts NULL and the field is nulled below.
+            unsafe { slurm_sys::libslurmfull::slurm_xfree(&mut p) };
+            *field = std::ptr::null_mut();
+        }
+    }
+}
+
 /// Calls `f` on every job in slurmctld's job list. The caller must hold the job lock
 /// (callbacks such as `site_factor_p_update` are called with it held); outside
 /// slurmctld there is no job list and nothing happens.
@@ -63,6 +192,24 @@ pub fn for_each_job(mut f: impl FnMut(&mut JobRecord<'_>)) {
             f(&mut job);
         }
     });
+}
+
+/// The current state of the job a `job_modify` call updates, as a request; `None`
+/// when this build cannot read `job_record_t` (public headers only).
+///
+/// # Safety
+/// `p` must be NULL or the `job_record_t` Slurm passed to `job_modify`.
+pub unsafe fn current_request(p: *mut std::os::raw::c_void) -> Option<JobRequest> {
+    #[cfg(feature = "internal")]
+    {
+        // SAFETY: per the contract; job_modify runs under the job write lock.
+        unsafe { JobRecord::from_ptr(p.cast()) }.map(|j| j.request())
+    }
+    #[cfg(not(feature = "internal"))]
+    {
+        let _ = p;
+        None
+    }
 }
 
 /// A job known to `slurmctld` (`job_record_t`). Only with the `internal` feature.
@@ -89,6 +236,42 @@ impl<'a> JobRecord<'a> {
     /// The record itself, mutable, for this crate's translators.
     pub(crate) fn raw_mut(&mut self) -> &mut slurm_sys::job_record_t {
         self.0
+    }
+
+    /// The job as a request, for checking an update against the submission rules.
+    pub fn request(&self) -> JobRequest {
+        let j = &*self.0;
+        let s = |p: *const c_char| opt_str(p).map(Cow::into_owned);
+        // SAFETY: `details` and `qos_ptr` are NULL or valid under the job lock.
+        let (details, qos) = unsafe { (j.details.as_ref(), j.qos_ptr.as_ref()) };
+        let v32 = |v: u32| (v != sys::NO_VAL && v != 0).then_some(v);
+        JobRequest {
+            user_id: j.user_id,
+            account: s(j.account),
+            name: s(j.name),
+            comment: s(j.comment),
+            extra: None,
+            batch: j.batch_flag != 0,
+            partition: s(j.partition),
+            qos: qos.and_then(|q| s(q.name)),
+            time_limit: (j.time_limit != sys::NO_VAL).then_some(j.time_limit),
+            min_nodes: details.and_then(|d| v32(d.min_nodes)),
+            num_tasks: details.and_then(|d| v32(d.num_tasks)),
+            ntasks_per_node: details
+                .and_then(|d| (u32::from(d.ntasks_per_node) != sys::NO_VAL16).then_some(u32::from(d.ntasks_per_node)))
+                .filter(|&n| n != 0),
+            tres_per_node: s(j.tres_per_node),
+            tres_per_job: s(j.tres_per_job),
+            tres_per_task: s(j.tres_per_task),
+            tres_per_socket: s(j.tres_per_socket),
+            req_switch: v32(j.req_switch),
+            wait4switch: v32(j.wait4switch),
+            requeue: details.map(|d| d.requeue != 0),
+            warn: None,
+            tres_bind: s(j.tres_bind),
+            cpu_bind: None,
+            admin_comment: s(j.admin_comment),
+        }
     }
 
     /// The job id.

@@ -120,17 +120,7 @@ pub fn debug_priority() -> bool {
     flags & u64::from(sys::DEBUG_FLAG_PRIO) != 0
 }
 
-/// `StateSaveLocation`.
-pub fn state_save_location() -> std::path::PathBuf {
-    // SAFETY: NUL-terminated path in the initialised config, or NULL.
-    unsafe {
-        let p = (*std::ptr::addr_of!(sys::slurm_conf)).state_save_location;
-        if p.is_null() {
-            return std::path::PathBuf::from("/var/spool/slurmctld");
-        }
-        std::path::PathBuf::from(std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
-    }
-}
+pub use crate::conf::state_save_location;
 
 /// Whether `PriorityFlags` selects Fair Tree.
 pub fn fair_tree() -> bool {

@@ -17,6 +17,7 @@ use fairway_core::Config;
 use crate::job::JobDesc;
 #[cfg(feature = "internal")]
 use crate::job::JobRecord;
+use fairway_core::submit::JobRequest;
 
 /// Copies `s` into a NUL-terminated byte array, at compile time. Slurm reads
 /// `plugin_name` and `plugin_type` as `char[]`, so they must be arrays, not pointers.
@@ -137,8 +138,9 @@ pub trait JobSubmit: Sized + Send + Sync + 'static {
     /// checks; may change `job`. Runs concurrently from 23.02 on.
     fn submit(&self, job: &mut JobDesc<'_>, submit_uid: u32) -> Verdict;
 
-    /// Called for `scontrol update job` on a pending job; the same rules must hold.
-    fn modify(&self, job: &mut JobDesc<'_>, submit_uid: u32) -> Verdict;
+    /// Called for `scontrol update job`; the same rules must hold. `current` is the job
+    /// before the update, when this build can read it.
+    fn modify(&self, job: &mut JobDesc<'_>, current: Option<JobRequest>, submit_uid: u32) -> Verdict;
 }
 
 /// Runs a `job_submit`/`job_modify` verdict through to Slurm's return code and message.
@@ -151,14 +153,18 @@ pub unsafe fn run_job_submit<P: JobSubmit>(
     desc: *mut slurm_sys::job_desc_msg_t,
     submit_uid: u32,
     err_msg: *mut *mut std::os::raw::c_char,
-    modify: bool,
+    modify: Option<*mut std::os::raw::c_void>,
 ) -> i32 {
     // SAFETY: per the contract.
     let Some(mut job) = (unsafe { JobDesc::from_ptr(desc) }) else {
         return crate::SLURM_ERROR;
     };
     inject_fault(job.comment().as_deref());
-    let verdict = slot.with(|p| if modify { p.modify(&mut job, submit_uid) } else { p.submit(&mut job, submit_uid) });
+    let verdict = slot.with(|p| match modify {
+        // SAFETY: per the contract, the job record Slurm passed with this update.
+        Some(record) => p.modify(&mut job, unsafe { crate::job::current_request(record) }, submit_uid),
+        None => p.submit(&mut job, submit_uid),
+    });
     match verdict {
         None => crate::SLURM_SUCCESS, // not initialised: never block submissions on our account
         Some(Ok(note)) => {
@@ -302,7 +308,7 @@ macro_rules! job_submit_plugin {
         ) -> ::std::os::raw::c_int {
             $crate::guard("job_submit", $crate::SLURM_ERROR, || {
                 // SAFETY: Slurm passes a valid job_desc and err_msg for this call.
-                unsafe { $crate::plugin::run_job_submit(&FAIRWAY_PLUGIN, job_desc, submit_uid, err_msg, false) }
+                unsafe { $crate::plugin::run_job_submit(&FAIRWAY_PLUGIN, job_desc, submit_uid, err_msg, None) }
             })
         }
 
@@ -321,13 +327,19 @@ macro_rules! __job_modify {
         #[no_mangle]
         pub unsafe extern "C" fn job_modify(
             job_desc: *mut $crate::__private::slurm_sys::job_desc_msg_t,
-            _job_ptr: *mut ::std::os::raw::c_void,
+            job_ptr: *mut ::std::os::raw::c_void,
             submit_uid: u32,
         ) -> ::std::os::raw::c_int {
             $crate::guard("job_modify", $crate::SLURM_ERROR, || {
-                // SAFETY: Slurm passes a valid job_desc for this call.
+                // SAFETY: Slurm passes a valid job_desc and job record for this call.
                 unsafe {
-                    $crate::plugin::run_job_submit(&FAIRWAY_PLUGIN, job_desc, submit_uid, ::std::ptr::null_mut(), true)
+                    $crate::plugin::run_job_submit(
+                        &FAIRWAY_PLUGIN,
+                        job_desc,
+                        submit_uid,
+                        ::std::ptr::null_mut(),
+                        Some(job_ptr),
+                    )
                 }
             })
         }
@@ -344,13 +356,13 @@ macro_rules! __job_modify {
         #[no_mangle]
         pub unsafe extern "C" fn job_modify(
             job_desc: *mut $crate::__private::slurm_sys::job_desc_msg_t,
-            _job_ptr: *mut ::std::os::raw::c_void,
+            job_ptr: *mut ::std::os::raw::c_void,
             submit_uid: u32,
             err_msg: *mut *mut ::std::os::raw::c_char,
         ) -> ::std::os::raw::c_int {
             $crate::guard("job_modify", $crate::SLURM_ERROR, || {
-                // SAFETY: Slurm passes a valid job_desc and err_msg for this call.
-                unsafe { $crate::plugin::run_job_submit(&FAIRWAY_PLUGIN, job_desc, submit_uid, err_msg, true) }
+                // SAFETY: Slurm passes a valid job_desc, job record and err_msg for this call.
+                unsafe { $crate::plugin::run_job_submit(&FAIRWAY_PLUGIN, job_desc, submit_uid, err_msg, Some(job_ptr)) }
             })
         }
     };

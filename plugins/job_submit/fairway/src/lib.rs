@@ -1,31 +1,188 @@
 //! `job_submit/fairway`: workload tiers, QoS and gang rules at submission.
 //!
-//! Current state (see README, "Status"): the plugin loads in `slurmctld`, reads
-//! `fairway.toml` and accepts every job unchanged; the rules are the job_submit
-//! issue's work.
+//! A thin shell over [`fairway_core::submit`]: each `sbatch`/`salloc`/`srun` request is
+//! translated into a [`JobRequest`], the rules decide, and the fields they changed are
+//! written back; notes reach the user as `sbatch: fairway: …` lines. `scontrol update`
+//! is checked against the same rules (operators excepted).
+//!
+//! `fairway.toml` is re-read when its modification time changes, like
+//! `job_submit/lua` re-reads its script: `scontrol reconfigure` (or just saving the file)
+//! takes effect at the next submission, and a file that no longer parses is logged
+//! and ignored in favour of the last good one. The same holds for `slurm.conf`'s
+//! partitions and the runtime predictor's history, which the priority plugin writes.
 
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use fairway_core::predict::RuntimePredictor;
+use fairway_core::submit::partitions::Partitions;
+use fairway_core::submit::{self, JobRequest, Mode, RejectKind, Site};
 use fairway_core::Config;
 use fairway_ffi::job::JobDesc;
-use fairway_ffi::plugin::{JobSubmit, Verdict};
+use fairway_ffi::plugin::{JobSubmit, Rejection, Verdict};
+
+/// A file re-read when its modification time changes.
+struct Watched<T> {
+    path: PathBuf,
+    mtime: Option<SystemTime>,
+    value: Arc<T>,
+}
+
+impl<T> Watched<T> {
+    fn new(path: PathBuf, value: T) -> Self {
+        let mtime = mtime(&path);
+        Self { path, mtime, value: Arc::new(value) }
+    }
+
+    /// The current value, reloading first if the file changed. A failed reload keeps
+    /// the last good value (and is not retried until the file changes again).
+    fn get(&mut self, load: impl FnOnce(&Path) -> Result<T, String>) -> Arc<T> {
+        let now = mtime(&self.path);
+        if now != self.mtime {
+            self.mtime = now;
+            match load(&self.path) {
+                Ok(v) => {
+                    tracing::info!("reloaded {}", self.path.display());
+                    self.value = Arc::new(v);
+                }
+                Err(e) => tracing::error!("{e}; keeping the last good {}", self.path.display()),
+            }
+        }
+        self.value.clone()
+    }
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// What the rules read, each reloaded on change.
+struct Inputs {
+    config: Watched<Config>,
+    partitions: Watched<Partitions>,
+    predictor: Watched<RuntimePredictor>,
+}
 
 /// The plugin's state for the life of `slurmctld`.
 pub struct FairwayJobSubmit {
-    _config: Config,
+    inputs: Mutex<Inputs>,
+}
+
+fn load_config(path: &Path) -> Result<Config, String> {
+    Config::load(path).map(Option::unwrap_or_default).map_err(|e| e.to_string())
+}
+
+fn load_partitions(path: &Path) -> Result<Partitions, String> {
+    std::fs::read_to_string(path).map(|t| Partitions::parse(&t)).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn predictor_path(config: &Config) -> PathBuf {
+    fairway_ffi::conf::state_save_location().join(&config.predictor.state_file)
+}
+
+impl FairwayJobSubmit {
+    /// Runs the rules on `req` with the current inputs.
+    fn evaluate(&self, req: &JobRequest, mode: Mode) -> Result<submit::Outcome, submit::Rejection> {
+        let (config, partitions, predictor) = {
+            let mut i = self.inputs.lock().unwrap_or_else(|e| e.into_inner());
+            let config = i.config.get(load_config);
+            let partitions = i.partitions.get(load_partitions);
+            let path = predictor_path(&config);
+            if i.predictor.path != path {
+                i.predictor = Watched::new(path.clone(), RuntimePredictor::load(&path).unwrap_or_default());
+            }
+            let predictor = i.predictor.get(RuntimePredictor::load);
+            (config, partitions, predictor)
+        };
+        let predict = |k: &fairway_core::predict::JobKey| predictor.predict(k, None);
+        let site = Site { partitions: &partitions, predict: &predict };
+        submit::evaluate(&config.job_submit, &site, req, mode)
+    }
+}
+
+/// The Slurm error whose text `sbatch` prints after the rule's message.
+fn rc(kind: RejectKind) -> i32 {
+    use fairway_ffi::__private::slurm_sys as sys;
+    (match kind {
+        RejectKind::Directive => return libc::EINVAL, // "Invalid argument"
+        RejectKind::Gres => sys::ESLURM_INVALID_GRES,
+        RejectKind::Tasks => sys::ESLURM_BAD_TASK_COUNT,
+        RejectKind::Qos => sys::ESLURM_INVALID_QOS,
+    }) as i32
+}
+
+fn rejection(r: submit::Rejection) -> Rejection {
+    Rejection { rc: rc(r.kind), message: r.message }
 }
 
 impl JobSubmit for FairwayJobSubmit {
     fn init(config: Config) -> Result<Self, String> {
-        Ok(Self { _config: config })
+        let toml = fairway_ffi::conf::fairway_toml_path();
+        let path = predictor_path(&config);
+        let predictor = RuntimePredictor::load(&path).unwrap_or_else(|e| {
+            tracing::error!("{e}; starting without runtime history");
+            RuntimePredictor::default()
+        });
+        let slurm_conf = fairway_ffi::conf::slurm_conf_path();
+        let partitions = load_partitions(&slurm_conf).unwrap_or_else(|e| {
+            tracing::error!("{e}: partition limits unknown");
+            Partitions::default()
+        });
+        let rules = &config.job_submit;
+        tracing::info!(
+            "rules: {} GPU types, {} partitions with rules, tier QoS {}, time=auto margin {:.0}%",
+            rules.gpu.len(),
+            rules.partition.len(),
+            if rules.qos.batch.is_some() || rules.qos.interactive.is_some() { "on" } else { "off" },
+            rules.time.auto_margin * 100.0
+        );
+        Ok(Self {
+            inputs: Mutex::new(Inputs {
+                config: Watched::new(toml, config),
+                partitions: Watched::new(slurm_conf, partitions),
+                predictor: Watched::new(path, predictor),
+            }),
+        })
     }
 
     fn submit(&self, job: &mut JobDesc<'_>, submit_uid: u32) -> Verdict {
-        tracing::debug!(submit_uid, name = ?job.name(), "job_submit: accepted unchanged");
-        Ok(None)
+        let req = job.request();
+        match self.evaluate(&req, Mode::Submit) {
+            Ok(outcome) => {
+                let changed = job.apply(&req, &outcome.job);
+                tracing::info!(
+                    submit_uid,
+                    name = ?req.name,
+                    predicted = ?outcome.predicted,
+                    "job_submit: accepted; set {}",
+                    if changed.is_empty() { "nothing".to_string() } else { changed.join(", ") }
+                );
+                let notes: Vec<String> = outcome.notes.iter().map(|n| format!("fairway: {n}")).collect();
+                Ok((!notes.is_empty()).then(|| notes.join("\n")))
+            }
+            Err(r) => {
+                tracing::info!(submit_uid, name = ?req.name, "job_submit: rejected: {}", r.message);
+                Err(rejection(r))
+            }
+        }
     }
 
-    fn modify(&self, job: &mut JobDesc<'_>, submit_uid: u32) -> Verdict {
-        tracing::debug!(submit_uid, name = ?job.name(), "job_modify: accepted unchanged");
-        Ok(None)
+    fn modify(&self, job: &mut JobDesc<'_>, current: Option<JobRequest>, submit_uid: u32) -> Verdict {
+        // Operators may change anything; Slurm's own permission checks already ran.
+        if submit_uid == 0 || submit_uid == fairway_ffi::conf::slurm_user_id() {
+            return Ok(None);
+        }
+        let update = job.request();
+        let Some(current) = current else { return Ok(None) };
+        let merged = current.updated_by(&update);
+        match self.evaluate(&merged, Mode::Modify) {
+            Ok(_) => Ok(None),
+            Err(r) => {
+                tracing::info!(submit_uid, "job_modify: rejected: {}", r.message);
+                Err(rejection(r))
+            }
+        }
     }
 }
 

@@ -1,0 +1,313 @@
+//! The rules, one by one, on requests shaped as `sbatch` sends them.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::Config;
+
+const TOML: &str = r#"
+[job_submit.qos]
+interactive = "interactive"
+interactive_max_time = "4:00:00"
+batch = "normal"
+opportunistic = "scavenger"
+preemptible = ["scavenger"]
+
+[[job_submit.gpu]]
+name = "h100"
+memory_gb = 80
+per_node = 8
+nvlink_domain = 8
+partitions = ["gpu"]
+
+[[job_submit.gpu]]
+name = "a100"
+memory_gb = 80
+per_node = 4
+nvlink_domain = 2
+partitions = ["gpu", "a100"]
+
+[job_submit.partition.gpu]
+allowed_qos = ["normal", "high", "scavenger"]
+gang_switches = 1
+gang_switches_wait = "10:00"
+
+[job_submit.checkpoint]
+signal = "B:USR1"
+lead_factor = 2.0
+min_lead = "1:00"
+
+[job_submit.binding]
+gpu_bind = "closest"
+cpu_bind = "cores"
+
+[job_submit.time]
+auto_margin = 0.25
+record_prediction = true
+"#;
+
+fn cfg() -> JobSubmitConfig {
+    Config::parse(TOML, Path::new("fairway.toml")).unwrap().job_submit
+}
+
+fn parts() -> Partitions {
+    Partitions::parse("PartitionName=gpu Default=YES MaxTime=2-00:00:00\nPartitionName=a100 MaxTime=12:00:00\n")
+}
+
+fn job(comment: &str) -> JobRequest {
+    JobRequest {
+        user_id: 1001,
+        account: Some("vision".into()),
+        name: Some("ft".into()),
+        comment: (!comment.is_empty()).then(|| comment.to_string()),
+        batch: true,
+        ..JobRequest::default()
+    }
+}
+
+fn run_with(req: &JobRequest, predict: &dyn Fn(&JobKey) -> Option<u64>) -> Result<Outcome, Rejection> {
+    let p = parts();
+    evaluate(&cfg(), &Site { partitions: &p, predict }, req, Mode::Submit)
+}
+
+fn run(req: &JobRequest) -> Result<Outcome, Rejection> {
+    run_with(req, &|_| None)
+}
+
+fn msg(r: Result<Outcome, Rejection>) -> String {
+    r.expect_err("should be refused").message
+}
+
+#[test]
+fn a_job_without_directive_or_gpus_only_gets_its_tier_qos() {
+    let o = run(&job("")).unwrap();
+    assert_eq!(o.job.qos.as_deref(), Some("normal"));
+    assert_eq!(o.job.tres_per_node, None);
+    assert_eq!(o.job.tres_bind, None);
+    assert_eq!(o.notes, ["QoS normal (batch tier)"]);
+}
+
+#[test]
+fn an_empty_config_changes_nothing() {
+    let p = parts();
+    let req = JobRequest { tres_per_node: Some("gres:gpu:3".into()), min_nodes: Some(2), ..job("fairway: model=70b") };
+    let o = evaluate(&JobSubmitConfig::default(), &Site { partitions: &p, predict: &|_| Some(60) }, &req, Mode::Submit)
+        .unwrap();
+    assert_eq!(o.job, req);
+    assert!(o.notes.is_empty());
+}
+
+#[test]
+fn directive_errors_reach_the_user() {
+    let m = msg(run(&job("fairway: model=70b methd=full")));
+    assert!(m.starts_with("fairway: unknown key `methd`: did you mean `method`?"), "{m}");
+}
+
+#[test]
+fn gpus_are_chosen_when_the_user_asked_for_none() {
+    let o = run(&job("fairway: model=70b method=full precision=bf16")).unwrap();
+    assert_eq!(o.job.tres_per_node.as_deref(), Some("gres:gpu:h100:8"));
+    assert_eq!(o.job.min_nodes, Some(2));
+    assert_eq!(o.job.partition.as_deref(), Some("gpu"));
+    assert_eq!(
+        o.notes[0],
+        "70B full fine-tune in bf16 needs about 1.12 TB (1.02 TiB) of GPU memory; set --nodes=2 \
+         --gpus-per-node=h100:8 --partition=gpu"
+    );
+    let o = run(&job("fairway: model=8b method=lora")).unwrap();
+    assert_eq!((o.job.tres_per_node.as_deref(), o.job.min_nodes), (Some("gres:gpu:h100:1"), None));
+    let o = run(&JobRequest { partition: Some("a100".into()), ..job("fairway: model=30b") }).unwrap();
+    assert_eq!((o.job.tres_per_node.as_deref(), o.job.min_nodes), (Some("gres:gpu:a100:4"), Some(2)));
+}
+
+#[test]
+fn under_provisioned_requests_are_refused_with_the_arithmetic() {
+    let req = JobRequest {
+        tres_per_node: Some("gres:gpu:a100:4".into()),
+        ..job("fairway: model=70b method=full precision=bf16")
+    };
+    assert_eq!(
+        msg(run(&req)),
+        "fairway: 70B full fine-tune in bf16 needs about 1.12 TB (1.02 TiB) of GPU memory for weights, gradients \
+         and Adam state; you asked for 4 × a100 (320 GB); ask for at least 16 × a100 (--nodes=4 --gpus-per-node=a100:4)"
+    );
+    let req = JobRequest { tres_per_job: Some("gres:gpu:2".into()), ..job("fairway: model=70b") };
+    assert!(msg(run(&req)).contains("you asked for 2 × h100"));
+}
+
+#[test]
+fn an_explicit_request_that_fits_is_never_overridden() {
+    let req = JobRequest {
+        tres_per_node: Some("gres:gpu:h100:8".into()),
+        min_nodes: Some(4),
+        partition: Some("gpu".into()),
+        qos: Some("high".into()),
+        time_limit: Some(600),
+        ..job("fairway: model=70b method=full")
+    };
+    let o = run(&req).unwrap();
+    assert_eq!(o.job.tres_per_node, req.tres_per_node);
+    assert_eq!((o.job.min_nodes, o.job.qos.as_deref(), o.job.time_limit), (Some(4), Some("high"), Some(600)));
+}
+
+#[test]
+fn gangs_get_the_same_gpus_on_every_node() {
+    let req = JobRequest { tres_per_job: Some("gres:gpu:h100:16".into()), min_nodes: Some(2), ..job("") };
+    let o = run(&req).unwrap();
+    assert_eq!((o.job.tres_per_node.as_deref(), o.job.tres_per_job.as_deref()), (Some("gres:gpu:h100:8"), None));
+    let req = JobRequest { tres_per_job: Some("gres:gpu:h100:12".into()), min_nodes: Some(5), ..job("") };
+    assert_eq!(
+        msg(run(&req)),
+        "fairway: a 5-node job must have the same GPUs on every node, and 12 GPUs do not split evenly over 5 \
+         nodes; nearest valid shape: --nodes=5 --gpus-per-node=h100:3"
+    );
+}
+
+#[test]
+fn gangs_use_whole_nvlink_domains() {
+    let req = JobRequest { tres_per_node: Some("gres:gpu:a100:3".into()), min_nodes: Some(2), ..job("") };
+    assert_eq!(
+        msg(run(&req)),
+        "fairway: 3 GPUs per node straddle the NVLink domains of 2 GPUs on a100 nodes; nearest valid shape: \
+         --nodes=2 --gpus-per-node=a100:4 (or --nodes=2 --gpus-per-node=a100:2)"
+    );
+    let req = JobRequest { tres_per_node: Some("gres:gpu:h100:9".into()), min_nodes: Some(2), ..job("") };
+    assert!(
+        msg(run(&req)).contains("a h100 node has only 8 GPUs; nearest valid shape: --nodes=2 --gpus-per-node=h100:8")
+    );
+    for ok in ["gres:gpu:a100:2", "gres:gpu:a100:4", "gres:gpu:h100:4", "gres:gpu:h100:1"] {
+        let req = JobRequest { tres_per_node: Some(ok.into()), min_nodes: Some(2), ..job("") };
+        assert!(run(&req).is_ok(), "{ok}");
+    }
+    let req = JobRequest { tres_per_node: Some("gres:gpu:4".into()), min_nodes: Some(2), ..job("") };
+    assert!(msg(run(&req)).contains("must name one GPU type"));
+}
+
+#[test]
+fn gang_tasks_match_gpus() {
+    let base = JobRequest { tres_per_node: Some("gres:gpu:h100:8".into()), min_nodes: Some(2), ..job("") };
+    for (tpn, ok) in [(8, true), (1, true), (4, false)] {
+        let r = run(&JobRequest { ntasks_per_node: Some(tpn), ..base.clone() });
+        assert_eq!(r.is_ok(), ok, "{tpn}");
+    }
+    let m = msg(run(&JobRequest { num_tasks: Some(12), ..base.clone() }));
+    assert!(m.contains("use --ntasks=16 (one rank per GPU) or --ntasks=2"), "{m}");
+    let o = run(&base).unwrap();
+    assert_eq!((o.job.req_switch, o.job.wait4switch), (Some(1), Some(600)));
+    let o = run(&JobRequest { req_switch: Some(2), ..base }).unwrap();
+    assert_eq!((o.job.req_switch, o.job.wait4switch), (Some(2), None));
+}
+
+#[test]
+fn qos_by_tier_and_forbidden_combinations() {
+    let interactive = JobRequest { batch: false, time_limit: Some(60), partition: Some("a100".into()), ..job("") };
+    assert_eq!(run(&interactive).unwrap().job.qos.as_deref(), Some("interactive"));
+    let long = JobRequest { time_limit: Some(600), ..interactive.clone() };
+    assert_eq!(run(&long).unwrap().job.qos.as_deref(), Some("normal"));
+    let sweep = run(&job("fairway: tier=opportunistic")).unwrap();
+    assert_eq!(sweep.job.qos.as_deref(), Some("scavenger"));
+    // The interactive QoS is not allowed in the gpu partition (the default).
+    let m = msg(run(&JobRequest { partition: None, ..interactive }));
+    assert_eq!(m, "fairway: QoS interactive is not allowed in partition gpu; allowed there: normal, high, scavenger");
+    let m = msg(run(&JobRequest { qos: Some("debug".into()), ..job("") }));
+    assert!(m.contains("QoS debug is not allowed in partition gpu"), "{m}");
+    // Allowed in one of the listed partitions: Slurm picks.
+    assert!(run(&JobRequest { qos: Some("debug".into()), partition: Some("gpu,a100".into()), ..job("") }).is_ok());
+}
+
+#[test]
+fn checkpointing_jobs_in_preemptible_qos_get_requeue_and_a_signal() {
+    let o = run(&job("fairway: tier=opportunistic ckpt=5m")).unwrap();
+    assert_eq!(o.job.requeue, Some(true));
+    assert_eq!(o.job.warn, Some(Warn { signal: 10, lead: 600, batch_only: true }));
+    // The user's own choices stand, and non-preemptible QoS get nothing.
+    let own = JobRequest {
+        requeue: Some(false),
+        warn: Some(Warn { signal: 12, lead: 30, batch_only: false }),
+        ..job("fairway: tier=opportunistic ckpt=5m")
+    };
+    let o = run(&own).unwrap();
+    assert_eq!((o.job.requeue, o.job.warn), (own.requeue, own.warn));
+    let o = run(&job("fairway: ckpt=5m")).unwrap();
+    assert_eq!((o.job.requeue, o.job.warn), (None, None));
+    let o = run(&job("fairway: tier=opportunistic ckpt=10s")).unwrap();
+    assert_eq!(o.job.warn.unwrap().lead, 60);
+}
+
+#[test]
+fn gpu_jobs_get_binding_defaults_unless_they_chose() {
+    let o = run(&JobRequest { tres_per_node: Some("gres:gpu:h100:2".into()), ..job("") }).unwrap();
+    assert_eq!((o.job.tres_bind.as_deref(), o.job.cpu_bind), (Some("gpu:closest"), Some(CpuBind::Cores)));
+    let own = JobRequest {
+        tres_per_node: Some("gres:gpu:h100:2".into()),
+        tres_bind: Some("gpu:single:1".into()),
+        cpu_bind: Some(CpuBind::Sockets),
+        ..job("")
+    };
+    let o = run(&own).unwrap();
+    assert_eq!((o.job.tres_bind, o.job.cpu_bind), (own.tres_bind, own.cpu_bind));
+    assert_eq!(run(&job("")).unwrap().job.cpu_bind, None);
+}
+
+#[test]
+fn time_auto_uses_the_prediction_capped_by_the_partition() {
+    let req = JobRequest { partition: Some("a100".into()), ..job("fairway: time=auto") };
+    let o = run_with(&req, &|k| (k.name == "ft").then_some(3600)).unwrap();
+    assert_eq!(o.job.time_limit, Some(75));
+    assert_eq!(o.job.admin_comment.as_deref(), Some("fairway:predicted_runtime=3600"));
+    let o = run_with(&req, &|_| Some(100 * 3600)).unwrap();
+    assert_eq!(o.job.time_limit, Some(720));
+    assert!(o.notes.iter().any(|n| n.contains("capped by the partition's MaxTime")));
+    // Never shortens a limit the user gave; no history means the partition default.
+    let o = run_with(&JobRequest { time_limit: Some(30), ..req.clone() }, &|_| Some(7200)).unwrap();
+    assert_eq!((o.job.time_limit, o.predicted), (Some(30), Some(1800)));
+    let o = run(&req).unwrap();
+    assert_eq!(o.job.time_limit, None);
+    assert_eq!(o.job.admin_comment.as_deref(), Some("fairway:predicted_runtime=unknown"));
+}
+
+#[test]
+fn modify_checks_without_filling_in() {
+    let p = parts();
+    let site = Site { partitions: &p, predict: &|_| Some(60) };
+    let req = JobRequest { qos: Some("interactive".into()), ..job("") };
+    assert!(evaluate(&cfg(), &site, &req, Mode::Modify).unwrap_err().message.contains("not allowed"));
+    let o = evaluate(&cfg(), &site, &job("fairway: model=70b time=auto"), Mode::Modify).unwrap();
+    assert_eq!(o.job, job("fairway: model=70b time=auto"));
+}
+
+proptest! {
+    #[test]
+    fn no_request_panics(
+        comment in prop::option::of(".{0,120}"),
+        directive in prop::option::of("(model=[0-9]{1,4}[mbt] |method=(full|lora|qlora|infer) |seq=[0-9]{1,5}k? |batch=[0-9]{1,4} |ckpt=[0-9]{1,5}[smh]? |tier=(batch|opportunistic) |time=auto ){0,6}"),
+        per_node in prop::option::of("gres:gpu(:(h100|a100|x))?(:[0-9]{1,3})?"),
+        per_job in prop::option::of("gres:gpu(:(h100|a100))?:[0-9]{1,3}"),
+        nodes in prop::option::of(0u32..100),
+        tasks in prop::option::of(0u32..1000),
+        tpn in prop::option::of(0u32..64),
+        time in prop::option::of(0u32..100_000),
+        partition in prop::option::of("(gpu|a100|cpu|gpu,a100)"),
+        batch in any::<bool>(),
+        predicted in prop::option::of(any::<u64>()),
+    ) {
+        let comment = match (comment, directive) {
+            (_, Some(d)) => Some(format!("fairway: {d}")),
+            (c, None) => c,
+        };
+        let req = JobRequest {
+            comment, tres_per_node: per_node, tres_per_job: per_job, min_nodes: nodes, num_tasks: tasks,
+            ntasks_per_node: tpn, time_limit: time, partition, batch, ..job("")
+        };
+        for mode in [Mode::Submit, Mode::Modify] {
+            let p = parts();
+            if let Ok(o) = evaluate(&cfg(), &Site { partitions: &p, predict: &|_| predicted }, &req, mode) {
+                // What the user set explicitly and kept is never shortened.
+                if let (Some(t), Some(u)) = (o.job.time_limit, req.time_limit) { prop_assert_eq!(t, u); }
+                if req.qos.is_some() { prop_assert_eq!(&o.job.qos, &req.qos); }
+            }
+        }
+    }
+}
