@@ -315,4 +315,13 @@ mod shipped {
         let c = Config::load(&path).unwrap().expect("config/fairway.toml exists");
         assert_eq!(c, Config::default());
     }
+
+    #[test]
+    fn the_gpu_cluster_example_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/fairway.gpu-cluster.toml");
+        let c = Config::load(&path).unwrap().expect("config/fairway.gpu-cluster.toml exists");
+        assert_eq!(c.job_submit.gpu.len(), 2);
+        assert_eq!(c.job_submit.checkpoint.signal.number, 10);
+        assert!(c.job_submit.checkpoint.signal.batch_only);
+    }
 }

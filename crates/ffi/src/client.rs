@@ -16,6 +16,10 @@ pub struct BatchJob {
     pub min_cpus: u32,
     /// `--time`, minutes.
     pub time_limit_min: u32,
+    /// `--comment` (e.g. a Fairway directive).
+    pub comment: Option<String>,
+    /// `tres_per_node`, as `--gres=gpu:h100:1` sends it (`gres:gpu:h100:1`).
+    pub tres_per_node: Option<String>,
 }
 
 /// Submits jobs as the calling user, through `slurm_submit_batch_job`. Returns how
@@ -32,6 +36,8 @@ pub fn submit_batch(jobs: impl IntoIterator<Item = BatchJob>) -> Result<u32, Str
         sys::slurm_init(std::ptr::null());
         for job in jobs {
             let (name, script) = (cstr(&job.name)?, cstr(&job.script)?);
+            let comment = job.comment.as_deref().map(cstr).transpose()?;
+            let tres = job.tres_per_node.as_deref().map(cstr).transpose()?;
             let mut d: sys::job_desc_msg_t = std::mem::zeroed();
             sys::slurm_init_job_desc_msg(&mut d);
             d.name = name.as_ptr().cast_mut();
@@ -44,6 +50,12 @@ pub fn submit_batch(jobs: impl IntoIterator<Item = BatchJob>) -> Result<u32, Str
             d.group_id = libc::getgid();
             d.min_cpus = job.min_cpus;
             d.time_limit = job.time_limit_min;
+            if let Some(c) = &comment {
+                d.comment = c.as_ptr().cast_mut();
+            }
+            if let Some(t) = &tres {
+                d.tres_per_node = t.as_ptr().cast_mut();
+            }
             let mut resp = std::ptr::null_mut();
             if sys::slurm_submit_batch_job(&mut d, &mut resp) == 0 {
                 ok += 1;

@@ -1,0 +1,85 @@
+//! Every request a user can send through sbatch/salloc/scontrol, against a full rule
+//! set: the rules must answer (accept or refuse), never panic.
+#![no_main]
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use arbitrary::Arbitrary;
+use fairway_core::submit::partitions::Partitions;
+use fairway_core::submit::{directive, evaluate, JobRequest, Mode, Site, Warn};
+use fairway_core::Config;
+use libfuzzer_sys::fuzz_target;
+
+#[derive(Debug, Arbitrary)]
+struct Input {
+    comment: Option<String>,
+    extra: Option<String>,
+    batch: bool,
+    partition: Option<String>,
+    qos: Option<String>,
+    time_limit: Option<u32>,
+    min_nodes: Option<u32>,
+    num_tasks: Option<u32>,
+    ntasks_per_node: Option<u32>,
+    tres_per_node: Option<String>,
+    tres_per_job: Option<String>,
+    tres_per_task: Option<String>,
+    req_switch: Option<u32>,
+    requeue: Option<bool>,
+    warn: Option<(u16, u16, bool)>,
+    tres_bind: Option<String>,
+    admin_comment: Option<String>,
+    predicted: Option<u64>,
+    modify: bool,
+}
+
+fn config() -> &'static Config {
+    static C: OnceLock<Config> = OnceLock::new();
+    C.get_or_init(|| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/fairway.gpu-cluster.toml");
+        Config::load(&path).expect("valid example").expect("example exists")
+    })
+}
+
+fuzz_target!(|i: Input| {
+    if let Some(c) = &i.comment {
+        let _ = directive::find(c);
+    }
+    let req = JobRequest {
+        user_id: 1000,
+        account: Some("vision".into()),
+        name: Some("train".into()),
+        comment: i.comment,
+        extra: i.extra,
+        batch: i.batch,
+        partition: i.partition,
+        qos: i.qos,
+        time_limit: i.time_limit,
+        min_nodes: i.min_nodes,
+        num_tasks: i.num_tasks,
+        ntasks_per_node: i.ntasks_per_node,
+        tres_per_node: i.tres_per_node,
+        tres_per_job: i.tres_per_job,
+        tres_per_task: i.tres_per_task,
+        tres_per_socket: None,
+        req_switch: i.req_switch,
+        wait4switch: None,
+        requeue: i.requeue,
+        warn: i.warn.map(|(signal, lead, batch_only)| Warn { signal, lead, batch_only }),
+        tres_bind: i.tres_bind,
+        cpu_bind: None,
+        admin_comment: i.admin_comment,
+    };
+    let partitions = Partitions::parse("PartitionName=gpu Default=YES MaxTime=2-00:00:00\nPartitionName=debug MaxTime=1:00:00\n");
+    let predicted = i.predicted;
+    let predict = move |_: &fairway_core::predict::JobKey| predicted;
+    let site = Site { partitions: &partitions, predict: &predict };
+    let mode = if i.modify { Mode::Modify } else { Mode::Submit };
+    if let Ok(o) = evaluate(&config().job_submit, &site, &req, mode) {
+        // A limit the user gave is never changed.
+        if req.time_limit.is_some() {
+            assert_eq!(o.job.time_limit, req.time_limit);
+        }
+    }
+});
