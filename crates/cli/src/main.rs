@@ -1,8 +1,12 @@
 //! `fairway`: the command-line side of Fairway.
 //!
-//! Today: `fairway check-config`, which validates `fairway.toml` exactly as the plugins
-//! will when `slurmctld` loads them. Predictor, simulator and topology subcommands
-//! arrive with their issues.
+//! - `fairway check-config` validates `fairway.toml` exactly as the plugins will when
+//!   `slurmctld` loads them.
+//! - `fairway predict train|eval` trains the run-time model on a job trace, or scores it
+//!   against the time-limit and last-two baselines on a chronological split.
+//! - `fairway trace synth` writes a synthetic AI workload in `sacct -P` format.
+//!
+//! Simulator and topology subcommands arrive with their issues.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -12,6 +16,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use fairway_core::check;
 use fairway_core::config::{self, Config};
+
+mod predict;
 
 /// Fairway: fair, GPU-aware scheduling for Slurm.
 #[derive(Parser)]
@@ -33,10 +39,18 @@ enum Command {
         #[arg(long, env = "SLURM_CONF", default_value = "/etc/slurm/slurm.conf")]
         slurm_conf: PathBuf,
     },
+    /// Train or evaluate the run-time predictor on a job trace.
+    #[command(subcommand)]
+    Predict(predict::PredictCommand),
+    /// Job trace utilities.
+    #[command(subcommand)]
+    Trace(predict::TraceCommand),
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Predict(c) => predict::predict(c).map(|()| ExitCode::SUCCESS),
+        Command::Trace(c) => predict::trace(c).map(|()| ExitCode::SUCCESS),
         Command::CheckConfig { file, slurm_conf } => {
             let path = file.unwrap_or_else(|| config::path_beside(&slurm_conf));
             let config = match Config::load(&path) {

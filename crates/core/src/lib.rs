@@ -12,7 +12,8 @@
 //! - [`fairshare`]: fair-share arithmetic shared by the priority plugin and `sshare`.
 //! - [`multifactor`]: `priority/multifactor`'s factors and weighted sum.
 //! - [`terms`]: Fairway's own priority terms (predicted work, deadline, starvation).
-//! - [`predict`]: online runtime prediction from each job's history.
+//! - [`predict`]: run-time prediction: time limit, Tsafrir's last two with correction, and a
+//!   learned upper-quantile model, with a trace replay that scores them.
 //! - [`submit`]: `job_submit/fairway`'s rules: directive, tiers, QoS, gangs, defaults.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

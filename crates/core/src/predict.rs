@@ -1,11 +1,25 @@
-//! Online runtime prediction from a job's own history.
+//! Runtime prediction: baselines, a learned upper-quantile model, and their evaluation.
 //!
 //! Jobs are keyed by user, account, job name and GPU count (recurring training and
-//! evaluation jobs repeat these). The prediction is Tsafrir's: the mean of the last two
-//! run times of the same key, capped by the time limit; with one run, that run; with
-//! none, the time limit. The priority plugin learns at job end and keeps the history
-//! in `StateSaveLocation` so it survives restarts. (The learned model with quantiles and
-//! its evaluation against this baseline belong to the predictor issue.)
+//! evaluation jobs repeat these). Three predictors share the history kept here:
+//!
+//! - the user's **time limit** (what Slurm assumes without prediction);
+//! - **Tsafrir's** ([`RuntimePredictor::predict`]): the mean of the last two run times of the
+//!   same key, capped by the time limit; with one run, that run; with none, the time limit.
+//!   When a running job outlives its prediction, [`RuntimePredictor::corrected`] raises it
+//!   (doubling, at least to the elapsed time, capped by the limit), as in EASY++;
+//! - a **learned model** ([`LearnedPredictor`]): gradient-boosted trees (`forust-ml`) on
+//!   request and history [`Features`], trained on log run time and shifted by a split-conformal
+//!   offset so that an upper quantile (say 0.85) of run times falls under the prediction.
+//!
+//! The priority plugin learns at job end and keeps the history in `StateSaveLocation` so it
+//! survives restarts; [`evaluate`] replays a trace in time order and scores all three.
+
+mod eval;
+mod learned;
+
+pub use eval::{evaluate, replay, Accuracy, Evaluation, FinishedJob, LAST_TWO, LEARNED, TIME_LIMIT};
+pub use learned::{Calibration, Features, LearnedPredictor, PredictError, TrainConfig, FEATURE_NAMES};
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -14,9 +28,11 @@ use serde::{Deserialize, Serialize};
 
 /// Run times kept per key.
 const HISTORY: usize = 8;
+/// Run-time-to-limit ratios kept per user.
+const USER_RATIOS: usize = 32;
 
 /// What identifies "the same job again".
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct JobKey {
     /// Numeric uid.
     pub user: u32,
@@ -35,9 +51,33 @@ impl JobKey {
 }
 
 /// Recent run times per job key.
+///
+/// Files written before `runs` and `user_ratios` existed still load (both default to empty).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RuntimePredictor {
     history: HashMap<String, VecDeque<u64>>,
+    /// Runs ever recorded per key (the history itself is capped at [`HISTORY`]).
+    #[serde(default)]
+    runs: HashMap<String, u64>,
+    /// Recent run time / time limit per user: how much of their limits users really use.
+    #[serde(default)]
+    user_ratios: HashMap<u32, VecDeque<f32>>,
+}
+
+/// What is known about a job when it is submitted: all a predictor may use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRequest {
+    /// History key.
+    pub key: JobKey,
+    /// Time limit in seconds; `None` when unlimited or unknown.
+    pub time_limit: Option<u64>,
+    /// Nodes requested, when known.
+    pub nodes: Option<u32>,
+    /// CPUs requested, when known.
+    pub cpus: Option<u32>,
+    /// Submit time, Unix seconds. Hour and weekday features are taken in UTC; trace loaders
+    /// read sites' naive local timestamps as UTC, so there they are the site's local hour.
+    pub submit: i64,
 }
 
 impl RuntimePredictor {
@@ -60,11 +100,64 @@ impl RuntimePredictor {
 
     /// Records a finished job's run time.
     pub fn record(&mut self, key: &JobKey, runtime_secs: u64) {
-        let h = self.history.entry(key.encode()).or_default();
+        let k = key.encode();
+        *self.runs.entry(k.clone()).or_default() += 1;
+        let h = self.history.entry(k).or_default();
         h.push_back(runtime_secs);
         while h.len() > HISTORY {
             h.pop_front();
         }
+    }
+
+    /// Records a finished job's run time and, when it had a limit, how much of it was used
+    /// (a feature of the learned model). Prefer this over [`record`](Self::record).
+    pub fn record_with_limit(&mut self, key: &JobKey, runtime_secs: u64, time_limit: Option<u64>) {
+        self.record(key, runtime_secs);
+        if let Some(limit) = time_limit.filter(|&l| l > 0) {
+            let r = self.user_ratios.entry(key.user).or_default();
+            r.push_back((runtime_secs as f64 / limit as f64).min(10.0) as f32);
+            while r.len() > USER_RATIOS {
+                r.pop_front();
+            }
+        }
+    }
+
+    /// Tsafrir's correction for a job still running at `elapsed` seconds: its prediction
+    /// stays while the job is within it, and once outlived is doubled (and at least the
+    /// elapsed time plus one second), capped by the limit. Applying it again each time the
+    /// job outlives the result walks up to the limit in a few steps.
+    pub fn corrected(prediction: u64, elapsed: u64, time_limit: Option<u64>) -> u64 {
+        let p = if elapsed < prediction { prediction } else { prediction.saturating_mul(2).max(elapsed + 1) };
+        time_limit.map_or(p, |l| p.min(l.max(prediction)))
+    }
+
+    /// Mean of the last two run times of `key` (the one run when there is one), uncapped.
+    pub fn last_two_mean(&self, key: &JobKey) -> Option<u64> {
+        let h = self.history.get(&key.encode())?;
+        match h.len() {
+            0 => None,
+            1 => h.back().copied(),
+            n => Some((h[n - 1] + h[n - 2]).div_ceil(2)),
+        }
+    }
+
+    /// Last run time of `key`.
+    pub fn last_run(&self, key: &JobKey) -> Option<u64> {
+        self.history.get(&key.encode()).and_then(|h| h.back().copied())
+    }
+
+    /// Runs of `key` recorded so far.
+    pub fn runs(&self, key: &JobKey) -> u64 {
+        self.runs.get(&key.encode()).copied().unwrap_or(0)
+    }
+
+    /// Median of the user's recent run time / time limit ratios.
+    pub fn user_median_ratio(&self, user: u32) -> Option<f64> {
+        let r = self.user_ratios.get(&user).filter(|r| !r.is_empty())?;
+        let mut v: Vec<f32> = r.iter().copied().collect();
+        v.sort_by(f32::total_cmp);
+        let n = v.len();
+        Some(if n % 2 == 1 { v[n / 2] as f64 } else { (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0 })
     }
 
     /// Number of keys with history.
@@ -121,6 +214,40 @@ mod tests {
         assert_eq!(p.predict(&key(), Some(1200)), Some(1200));
         let other = JobKey { gpus: 4, ..key() };
         assert_eq!(p.predict(&other, Some(60)), Some(60));
+    }
+
+    #[test]
+    fn correction_raises_an_outlived_prediction_up_to_the_limit() {
+        assert_eq!(RuntimePredictor::corrected(600, 300, Some(3600)), 600);
+        assert_eq!(RuntimePredictor::corrected(600, 600, Some(3600)), 1200);
+        assert_eq!(RuntimePredictor::corrected(600, 1500, Some(3600)), 1501);
+        assert_eq!(RuntimePredictor::corrected(2400, 2400, Some(3600)), 3600);
+        assert_eq!(RuntimePredictor::corrected(600, 600, None), 1200);
+        // A prediction already at the limit stays there.
+        assert_eq!(RuntimePredictor::corrected(3600, 3600, Some(3600)), 3600);
+    }
+
+    #[test]
+    fn history_features() {
+        let mut p = RuntimePredictor::default();
+        assert_eq!((p.last_two_mean(&key()), p.last_run(&key()), p.runs(&key())), (None, None, 0));
+        p.record_with_limit(&key(), 100, Some(1000));
+        p.record_with_limit(&key(), 301, Some(1000));
+        p.record_with_limit(&key(), 500, None);
+        assert_eq!(p.last_two_mean(&key()), Some(401));
+        assert_eq!(p.last_run(&key()), Some(500));
+        assert_eq!(p.runs(&key()), 3);
+        let m = p.user_median_ratio(1000).unwrap();
+        assert!((m - 0.2005).abs() < 1e-6, "{m}");
+        assert_eq!(p.user_median_ratio(7), None);
+    }
+
+    #[test]
+    fn files_without_the_newer_fields_still_load() {
+        let p: RuntimePredictor = serde_json::from_str(r#"{"history":{"1000|a|n|1":[5,7]}}"#).unwrap();
+        let k = JobKey { user: 1000, account: "a".into(), name: "n".into(), gpus: 1 };
+        assert_eq!(p.predict(&k, None), Some(6));
+        assert_eq!(p.runs(&k), 0);
     }
 
     #[test]

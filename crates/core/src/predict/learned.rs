@@ -1,0 +1,369 @@
+//! The learned predictor: gradient-boosted trees on log run time, shifted by a
+//! split-conformal offset so that an upper quantile of run times falls under the prediction.
+//!
+//! `forust-ml` has no quantile loss, so the trees fit ln(1 + run time) with squared loss on
+//! the older part of the training jobs, and the newer part (kept out of fitting) calibrates:
+//! the offset added in log space is the ⌈(n+1)·q⌉-th smallest residual there, so at most a
+//! share 1 − q of calibration jobs outlive their prediction. Predictions are capped by the
+//! time limit, like every predictor here.
+
+use std::fmt;
+use std::path::Path;
+
+use forust_ml::objective::ObjectiveType;
+use forust_ml::{GradientBooster, Matrix};
+use serde::{Deserialize, Serialize};
+
+use super::{JobRequest, RuntimePredictor};
+
+/// Model file format; bumped when features or their order change.
+const FORMAT: u32 = 1;
+
+/// Names of the model's features, in order.
+pub const FEATURE_NAMES: [&str; 10] = [
+    "log_time_limit",
+    "gpus",
+    "nodes",
+    "cpus",
+    "submit_hour_utc",
+    "submit_weekday",
+    "log_last_two_mean",
+    "log_last_run",
+    "runs_of_key",
+    "user_median_runtime_to_limit",
+];
+
+/// A job's features at submit time: its request plus what history says about its key and
+/// user. Unknown values are NaN, which the trees route on their own.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Features(pub [f64; FEATURE_NAMES.len()]);
+
+impl Features {
+    /// Features of `req` given the history learned so far (jobs that ended before it).
+    pub fn new(history: &RuntimePredictor, req: &JobRequest) -> Self {
+        let opt = |v: Option<u64>| v.map_or(f64::NAN, |v| (v as f64).ln_1p());
+        let secs_of_day = req.submit.rem_euclid(86_400);
+        // 1970-01-01 was a Thursday: shift so that Monday is 0.
+        let weekday = (req.submit.div_euclid(86_400) + 3).rem_euclid(7);
+        Features([
+            opt(req.time_limit),
+            req.key.gpus as f64,
+            req.nodes.map_or(f64::NAN, f64::from),
+            req.cpus.map_or(f64::NAN, f64::from),
+            (secs_of_day / 3600) as f64,
+            weekday as f64,
+            opt(history.last_two_mean(&req.key)),
+            opt(history.last_run(&req.key)),
+            history.runs(&req.key) as f64,
+            history.user_median_ratio(req.key.user).unwrap_or(f64::NAN),
+        ])
+    }
+}
+
+/// Training settings. The defaults are fixed, generic choices (not tuned on any test set).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Share of jobs that should finish within their prediction (e.g. 0.85).
+    pub quantile: f64,
+    /// Newest share of the training jobs held out for conformal calibration.
+    pub calibration_frac: f64,
+    /// Boosting rounds.
+    pub iterations: usize,
+    /// Shrinkage per round.
+    pub learning_rate: f32,
+    /// Maximum tree depth.
+    pub max_depth: usize,
+    /// Seed for the booster.
+    pub seed: u64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            quantile: 0.85,
+            calibration_frac: 0.25,
+            iterations: 100,
+            learning_rate: 0.1,
+            max_depth: 4,
+            seed: 0,
+        }
+    }
+}
+
+/// Why a model could not be trained, loaded or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum PredictError {
+    /// Too few jobs to fit and calibrate.
+    #[error("need at least {need} jobs with known run times to train, got {got}")]
+    TooFewJobs {
+        /// Minimum.
+        need: usize,
+        /// Given.
+        got: usize,
+    },
+    /// A setting out of range.
+    #[error("invalid training setting: {0}")]
+    Config(String),
+    /// The booster failed.
+    #[error("training failed: {0}")]
+    Train(String),
+    /// Reading or writing the model file.
+    #[error("{path}: {msg}")]
+    File {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        msg: String,
+    },
+}
+
+/// How the conformal offset was set, and what it achieved on the calibration jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Target share of jobs finishing within their prediction.
+    pub quantile: f64,
+    /// Jobs used to fit the trees.
+    pub fit_jobs: usize,
+    /// Jobs used to calibrate.
+    pub calibration_jobs: usize,
+    /// Offset added to the log prediction.
+    pub offset: f64,
+    /// Share of calibration jobs that outlived their (capped) prediction.
+    pub under_rate: f64,
+}
+
+/// A trained upper-quantile run-time model, saved as JSON.
+#[derive(Serialize, Deserialize)]
+pub struct LearnedPredictor {
+    format: u32,
+    features: Vec<String>,
+    /// How it was calibrated.
+    pub calibration: Calibration,
+    booster: GradientBooster,
+}
+
+impl fmt::Debug for LearnedPredictor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LearnedPredictor")
+            .field("format", &self.format)
+            .field("trees", &self.booster.trees.len())
+            .field("calibration", &self.calibration)
+            .finish()
+    }
+}
+
+/// Smallest number of jobs worth training on: a handful per calibration slot.
+const MIN_JOBS: usize = 20;
+
+impl LearnedPredictor {
+    /// Trains on `examples` (features, run time, time limit) in submit order: the older
+    /// `1 - calibration_frac` fit the trees, the newer rest sets the offset.
+    pub fn train(examples: &[(Features, u64, Option<u64>)], cfg: &TrainConfig) -> Result<Self, PredictError> {
+        if !(cfg.quantile > 0.0 && cfg.quantile < 1.0) {
+            return Err(PredictError::Config(format!("quantile {} is not in (0, 1)", cfg.quantile)));
+        }
+        if !(cfg.calibration_frac > 0.0 && cfg.calibration_frac < 1.0) {
+            return Err(PredictError::Config(format!("calibration_frac {} is not in (0, 1)", cfg.calibration_frac)));
+        }
+        if examples.len() < MIN_JOBS {
+            return Err(PredictError::TooFewJobs { need: MIN_JOBS, got: examples.len() });
+        }
+        let n_cal = ((examples.len() as f64 * cfg.calibration_frac).round() as usize).clamp(1, examples.len() - 1);
+        let (fit, cal) = examples.split_at(examples.len() - n_cal);
+
+        let y: Vec<f64> = fit.iter().map(|(_, r, _)| (*r as f64).ln_1p()).collect();
+        let cols = columns(fit.iter().map(|(f, _, _)| f));
+        let data = Matrix::new(&cols, fit.len(), FEATURE_NAMES.len());
+        let mut booster = GradientBooster::default()
+            .set_objective_type(ObjectiveType::SquaredLoss)
+            .set_iterations(cfg.iterations)
+            .set_learning_rate(cfg.learning_rate)
+            .set_max_depth(cfg.max_depth)
+            .set_min_leaf_weight(1.0)
+            .set_seed(cfg.seed)
+            // Small data; and a plugin-side model must not start thread pools.
+            .set_parallel(false);
+        booster.fit_unweighted(&data, &y, None).map_err(|e| PredictError::Train(e.to_string()))?;
+
+        let mut model = LearnedPredictor {
+            format: FORMAT,
+            features: FEATURE_NAMES.iter().map(|s| s.to_string()).collect(),
+            calibration: Calibration {
+                quantile: cfg.quantile,
+                fit_jobs: fit.len(),
+                calibration_jobs: cal.len(),
+                offset: 0.0,
+                under_rate: 0.0,
+            },
+            booster,
+        };
+        // Split conformal: residuals on jobs the trees never saw.
+        let raw = model.raw(cal.iter().map(|(f, _, _)| f));
+        let mut residuals: Vec<f64> = cal.iter().zip(&raw).map(|((_, r, _), p)| (*r as f64).ln_1p() - p).collect();
+        residuals.sort_by(f64::total_cmp);
+        let k = ((residuals.len() + 1) as f64 * cfg.quantile).ceil() as usize;
+        model.calibration.offset = residuals[k.clamp(1, residuals.len()) - 1];
+        let under = cal.iter().filter(|(f, r, l)| *r > model.predict_features(f, *l)).count();
+        model.calibration.under_rate = under as f64 / cal.len() as f64;
+        Ok(model)
+    }
+
+    /// Raw log-space predictions of the trees.
+    fn raw<'a>(&self, features: impl ExactSizeIterator<Item = &'a Features>) -> Vec<f64> {
+        let n = features.len();
+        let cols = columns(features);
+        self.booster.predict(&Matrix::new(&cols, n, FEATURE_NAMES.len()), false)
+    }
+
+    /// Predicted run time (seconds) for a job with these features, capped by its limit.
+    pub fn predict_features(&self, features: &Features, time_limit: Option<u64>) -> u64 {
+        let log = self.raw(std::iter::once(features))[0] + self.calibration.offset;
+        let secs = log.exp_m1().clamp(1.0, 1e12).ceil() as u64;
+        time_limit.map_or(secs, |l| secs.min(l))
+    }
+
+    /// Predicted run time (seconds) for `req` given the history so far, capped by its limit.
+    pub fn predict(&self, history: &RuntimePredictor, req: &JobRequest) -> u64 {
+        self.predict_features(&Features::new(history, req), req.time_limit)
+    }
+
+    /// Loads a model saved by [`save`](Self::save).
+    pub fn load(path: &Path) -> Result<Self, PredictError> {
+        let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
+        let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+        let model: Self = serde_json::from_slice(&bytes).map_err(|e| err(e.to_string()))?;
+        if model.format != FORMAT || model.features != FEATURE_NAMES {
+            return Err(err(format!(
+                "model format {} with features {:?}; this build reads format {FORMAT} with {:?}",
+                model.format, model.features, FEATURE_NAMES
+            )));
+        }
+        Ok(model)
+    }
+
+    /// Saves the model as JSON, atomically (write, then rename).
+    pub fn save(&self, path: &Path) -> Result<(), PredictError> {
+        let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
+        let json = serde_json::to_vec(self).map_err(|e| err(e.to_string()))?;
+        let tmp = path.with_extension("json.new");
+        std::fs::write(&tmp, json).and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| err(e.to_string()))
+    }
+}
+
+/// Column-major feature matrix, as `forust-ml` wants it.
+fn columns<'a>(rows: impl ExactSizeIterator<Item = &'a Features>) -> Vec<f64> {
+    let rows: Vec<&Features> = rows.collect();
+    let mut cols = vec![0.0; rows.len() * FEATURE_NAMES.len()];
+    for (i, f) in rows.iter().enumerate() {
+        for (j, v) in f.0.iter().enumerate() {
+            cols[j * rows.len() + i] = *v;
+        }
+    }
+    cols
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::{evaluate, FinishedJob, JobKey, LAST_TWO, LEARNED};
+
+    /// A stationary synthetic workload: 30 recurring (user, name) pairs, each with its own
+    /// typical run time, log-normal noise, and limits users over-request 2–8 times.
+    fn workload(n: usize, seed: u64) -> Vec<FinishedJob> {
+        let mut s = seed;
+        let mut uniform = move || {
+            // SplitMix64: enough randomness for a test, no dependency.
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        };
+        (0..n)
+            .map(|i| {
+                let pair = (uniform() * 30.0) as u32;
+                let typical = 300.0 * 1.25f64.powi(pair as i32);
+                let normal = (-2.0 * (1.0 - uniform()).ln()).sqrt() * (std::f64::consts::TAU * uniform()).cos();
+                let limit = (typical * (2.0 + (pair % 7) as f64)).ceil() as u64;
+                let runtime = ((typical * (0.4 * normal).exp()) as u64).min(limit);
+                let submit = i as i64 * 600;
+                FinishedJob {
+                    request: JobRequest {
+                        key: JobKey {
+                            user: pair % 10,
+                            account: "a".into(),
+                            name: format!("n{pair}"),
+                            gpus: 1 << (pair % 4),
+                        },
+                        time_limit: Some(limit),
+                        nodes: Some(1),
+                        cpus: Some(8),
+                        submit,
+                    },
+                    runtime,
+                    end: submit + runtime as i64,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn calibration_meets_the_quantile_target() {
+        let cfg = TrainConfig { quantile: 0.85, ..TrainConfig::default() };
+        let (eval, _) = evaluate(&workload(3000, 7), 0.6, &cfg).unwrap();
+        assert!(eval.calibration.under_rate <= 0.15 + 1e-9, "{:?}", eval.calibration);
+        let learned = eval.results.iter().find(|r| r.predictor == LEARNED).unwrap();
+        let last_two = eval.results.iter().find(|r| r.predictor == LAST_TWO).unwrap();
+        // Held-out jobs come from the same process: the target holds up to sampling noise.
+        assert!(learned.under_rate <= 0.20, "{learned:?}");
+        assert!(last_two.under_rate > 0.3, "{last_two:?}");
+        assert_eq!(learned.jobs, 1200);
+    }
+
+    #[test]
+    fn model_round_trips_through_its_file() {
+        let jobs = workload(400, 3);
+        let (_, model) = evaluate(&jobs, 0.7, &TrainConfig::default()).unwrap();
+        let dir = std::env::temp_dir().join(format!("fairway-learned-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("model.json");
+        model.save(&path).unwrap();
+        let back = LearnedPredictor::load(&path).unwrap();
+        assert_eq!(back.calibration, model.calibration);
+        let mut history = RuntimePredictor::default();
+        for j in &jobs {
+            let (a, b) = (model.predict(&history, &j.request), back.predict(&history, &j.request));
+            assert_eq!(a, b);
+            assert!(a <= j.request.time_limit.unwrap());
+            history.record_with_limit(&j.request.key, j.runtime, j.request.time_limit);
+        }
+        std::fs::write(&path, b"{\"format\": 99}").unwrap();
+        assert!(LearnedPredictor::load(&path).is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn refuses_bad_settings_and_tiny_traces() {
+        let jobs = workload(10, 1);
+        assert!(matches!(evaluate(&jobs, 0.5, &TrainConfig::default()), Err(PredictError::TooFewJobs { .. })));
+        let bad = TrainConfig { quantile: 1.5, ..TrainConfig::default() };
+        assert!(matches!(evaluate(&workload(100, 1), 0.5, &bad), Err(PredictError::Config(_))));
+        assert!(matches!(evaluate(&jobs, 1.0, &TrainConfig::default()), Err(PredictError::Config(_))));
+    }
+
+    #[test]
+    fn features_of_a_cold_job() {
+        let req = JobRequest {
+            key: JobKey { user: 1, account: "a".into(), name: "n".into(), gpus: 8 },
+            time_limit: Some(3600),
+            nodes: None,
+            cpus: Some(16),
+            // Monday 2024-01-01 13:00 UTC.
+            submit: 1_704_114_000,
+        };
+        let f = Features::new(&RuntimePredictor::default(), &req).0;
+        assert_eq!(f[0], 3601f64.ln());
+        assert_eq!((f[1], f[3], f[4], f[5], f[8]), (8.0, 16.0, 13.0, 0.0, 0.0));
+        assert!(f[2].is_nan() && f[6].is_nan() && f[7].is_nan() && f[9].is_nan());
+    }
+}
