@@ -11,7 +11,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: setup plugins plugins-release lint test test-unit test-slurm demo bench-priority clean
+.PHONY: setup plugins plugins-release lint test test-unit test-slurm demo bench-priority bench-submit fuzz clean
 
 ## setup: system packages, test users, and the configured Slurm source tree (idempotent)
 setup:
@@ -47,6 +47,16 @@ test: lint test-unit test-slurm
 ## demo: a Fairway-enabled single-node cluster running a mix of jobs
 demo: plugins-release
 	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/release bash scripts/demo.sh
+
+## bench-submit: submissions per second, no plugin vs job_submit/fairway vs job_submit/lua (minutes; not a test)
+bench-submit: plugins-release
+	$(CARGO) build --release -p fairway-bench
+	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/release target/release/fairway-bench-submit 1000 5 100
+
+## fuzz: the directive parser and rule engine, and fairway.toml, FUZZ_SECS each (needs nightly and cargo-fuzz)
+FUZZ_SECS ?= 180
+fuzz:
+	cd fuzz && for t in submit_rules fairway_toml; do cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECS) -print_final_stats=1; done
 
 ## bench-priority: priority recalculation, fairway vs multifactor (minutes; not a test)
 bench-priority: plugins-release

@@ -47,6 +47,8 @@ pub struct ClusterSpec {
     /// Nodes like the real one that never register (no slurmd; an unroutable
     /// address): multi-node shapes can be submitted and stay pending.
     pub phantom_nodes: u32,
+    /// Further files beside `slurm.conf`, as (name, contents): `job_submit.lua`, ….
+    pub config_files: Vec<(String, String)>,
 }
 
 impl Default for ClusterSpec {
@@ -68,6 +70,7 @@ impl Default for ClusterSpec {
             gres: None,
             partitions: Vec::new(),
             phantom_nodes: 0,
+            config_files: Vec::new(),
             qos: vec![(s("high"), 1000), (s("scavenger"), 0)],
             slurmd: true,
         }
@@ -144,6 +147,9 @@ impl Cluster {
         fs::set_permissions(&dbd_conf, fs::Permissions::from_mode(0o600))?;
         if let Some(t) = &spec.fairway_toml {
             fs::write(root.join("fairway.toml"), t)?;
+        }
+        for (name, text) in &spec.config_files {
+            fs::write(root.join(name), text)?;
         }
         if let Some((_, gres_conf)) = &spec.gres {
             // Stand-in device files for GPUs this machine lacks: `{dir}/dev/nvidiaN`.

@@ -23,6 +23,10 @@ pub struct SlurmPriority {
     pub weight_fairshare: u32,
     /// `PriorityCalcPeriod`, seconds.
     pub calc_period: u64,
+    /// `JobSubmitPlugins`, as written (`fairway`, `job_submit/fairway`, …).
+    pub job_submit_plugins: Vec<String>,
+    /// Names of the partitions (empty when not known).
+    pub partitions: Vec<String>,
 }
 
 impl SlurmPriority {
@@ -46,6 +50,10 @@ impl SlurmPriority {
                     "accountingstoragetype" => s.accounting_storage_type = v.into(),
                     "priorityweightage" => s.weight_age = v.parse().unwrap_or(0),
                     "priorityweightfairshare" => s.weight_fairshare = v.parse().unwrap_or(0),
+                    "jobsubmitplugins" => {
+                        s.job_submit_plugins = v.split(',').map(str::trim).map(str::to_string).collect()
+                    }
+                    "partitionname" if !v.eq_ignore_ascii_case("default") => s.partitions.push(v.into()),
                     "prioritycalcperiod" => {
                         // minutes, or Slurm time syntax
                         s.calc_period = crate::time::parse_duration(v).unwrap_or(300);
@@ -129,6 +137,7 @@ pub fn check(config: &Config, slurm: &SlurmPriority) -> Vec<Finding> {
             }
         }
     }
+    check_job_submit(config, slurm, &mut say);
     if let Some(max_wait) = config.priority.max_wait {
         if max_wait.0 < slurm.calc_period {
             say(
@@ -142,6 +151,47 @@ pub fn check(config: &Config, slurm: &SlurmPriority) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// `[job_submit]` against `JobSubmitPlugins` and the partitions.
+fn check_job_submit(config: &Config, slurm: &SlurmPriority, say: &mut impl FnMut(Severity, String)) {
+    let rules = &config.job_submit;
+    let configured = !rules.gpu.is_empty()
+        || !rules.partition.is_empty()
+        || rules.qos.batch.is_some()
+        || rules.qos.interactive.is_some()
+        || rules.qos.opportunistic.is_some()
+        || !rules.binding.gpu_bind.is_empty()
+        || rules.time.record_prediction;
+    let enabled = slurm.job_submit_plugins.iter().any(|p| p == "fairway" || p == "job_submit/fairway");
+    if configured && !enabled {
+        say(
+            Severity::Warning,
+            "fairway.toml sets [job_submit] rules, but JobSubmitPlugins does not include fairway: add JobSubmitPlugins=fairway (after any plugin that must run first)"
+                .into(),
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for g in &rules.gpu {
+        if !seen.insert(g.name.as_str()) {
+            say(Severity::Error, format!("[[job_submit.gpu]] lists GPU type {} twice: merge the entries", g.name));
+        }
+    }
+    if slurm.partitions.is_empty() {
+        return;
+    }
+    let known = |p: &str| slurm.partitions.iter().any(|q| q == p);
+    for g in &rules.gpu {
+        for p in g.partitions.iter().filter(|p| !known(p)) {
+            say(
+                Severity::Warning,
+                format!("GPU type {} names partition {p}, which slurm.conf does not define", g.name),
+            );
+        }
+    }
+    for p in rules.partition.keys().filter(|p| !known(p)) {
+        say(Severity::Warning, format!("[job_submit.partition.{p}]: slurm.conf defines no partition {p}"));
+    }
 }
 
 #[cfg(test)]
@@ -185,6 +235,27 @@ mod tests {
             "PriorityType=priority/fairway\nAccountingStorageType=accounting_storage/slurmdbd\nPriorityWeightAge=10\n",
         );
         assert!(check(&cfg("[priority]\nmax_wait = \"1-0\"\n"), &s).is_empty());
+    }
+
+    #[test]
+    fn job_submit_rules_are_checked_against_slurm_conf() {
+        let text = "[job_submit.qos]\nbatch = \"normal\"\n[[job_submit.gpu]]\nname = \"h100\"\nmemory_gb = 80\n\
+                    per_node = 8\npartitions = [\"gpu\", \"gpus\"]\n[[job_submit.gpu]]\nname = \"h100\"\n\
+                    memory_gb = 80\nper_node = 8\npartitions = [\"gpu\"]\n[job_submit.partition.debug]\n";
+        let s = SlurmPriority::parse("PartitionName=DEFAULT MaxTime=1\nPartitionName=gpu Nodes=n1\n");
+        let f: Vec<String> = check(&cfg(text), &s).iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            f,
+            [
+                "warning: fairway.toml sets [job_submit] rules, but JobSubmitPlugins does not include fairway: add \
+                 JobSubmitPlugins=fairway (after any plugin that must run first)",
+                "error: [[job_submit.gpu]] lists GPU type h100 twice: merge the entries",
+                "warning: GPU type h100 names partition gpus, which slurm.conf does not define",
+                "warning: [job_submit.partition.debug]: slurm.conf defines no partition debug",
+            ]
+        );
+        let s = SlurmPriority::parse("JobSubmitPlugins=lua,fairway\n");
+        assert!(check(&cfg("[job_submit.qos]\nbatch = \"normal\"\n"), &s).is_empty());
     }
 
     #[test]

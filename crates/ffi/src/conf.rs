@@ -84,6 +84,13 @@ pub fn slurm_priority() -> fairway_core::check::SlurmPriority {
         weight_age: c.priority_weight_age,
         weight_fairshare: c.priority_weight_fs,
         calc_period: u64::from(c.priority_calc_period),
+        job_submit_plugins: text(c.job_submit_plugins, "")
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect(),
+        // Partitions are checked by `fairway check-config`, which reads slurm.conf itself.
+        partitions: Vec::new(),
     }
 }
 

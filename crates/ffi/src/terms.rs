@@ -116,7 +116,7 @@ impl TermsState {
     pub fn learn(&self, job: &JobRecord<'_>) -> bool {
         match job.completed_runtime() {
             Some(runtime) => {
-                self.predictor().record(&Self::key(job), runtime);
+                self.predictor().record_with_limit(&Self::key(job), runtime, job.time_limit_secs());
                 self.dirty.store(true, Ordering::Relaxed);
                 true
             }

@@ -94,7 +94,8 @@ pub struct CheckpointRules {
     /// `USR1` (every step) or `B:USR1` (the batch shell only).
     #[serde(deserialize_with = "warn_signal")]
     pub signal: WarnSignal,
-    /// Lead time = declared checkpoint time × this factor...
+    /// Lead time = declared checkpoint time × this factor (1 to 100)...
+    #[serde(deserialize_with = "lead_factor")]
     pub lead_factor: f64,
     /// ...but at least this long.
     #[serde(deserialize_with = "crate::config::slurm_time_opt")]
@@ -156,7 +157,9 @@ pub enum CpuBind {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimeRules {
-    /// `time=auto` jobs get the prediction × (1 + margin), capped by the partition.
+    /// `time=auto` jobs get the prediction × (1 + margin), capped by the partition
+    /// (0 to 10).
+    #[serde(deserialize_with = "auto_margin")]
     pub auto_margin: f64,
     /// Record each job's runtime prediction in its admin comment.
     pub record_prediction: bool,
@@ -174,6 +177,22 @@ fn positive_f64<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         return Err(serde::de::Error::custom(format!("{v} is out of range: expected a positive number of GB")));
     }
     Ok(v)
+}
+
+fn in_range<'de, D: Deserializer<'de>>(d: D, lo: f64, hi: f64) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if !(lo..=hi).contains(&v) {
+        return Err(serde::de::Error::custom(format!("{v} is out of range: expected {lo} to {hi}")));
+    }
+    Ok(v)
+}
+
+fn lead_factor<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    in_range(d, 1.0, 100.0)
+}
+
+fn auto_margin<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    in_range(d, 0.0, 10.0)
 }
 
 fn gpus_per_node<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {

@@ -464,13 +464,14 @@ fn gang(
             ));
         }
     } else if let Some(n) = job.num_tasks {
-        if n != nodes * k && n != nodes {
+        // u64: node and GPU counts come from the user and may be huge.
+        let ranks = u64::from(nodes) * u64::from(k);
+        if u64::from(n) != ranks && n != nodes {
             return Err(Rejection::new(
                 RejectKind::Tasks,
                 format!(
-                    "--ntasks={n} does not match {nodes} nodes × {k} GPUs; use --ntasks={} (one rank per GPU) \
-                     or --ntasks={nodes} (one launcher per node)",
-                    nodes * k
+                    "--ntasks={n} does not match {nodes} nodes × {k} GPUs; use --ntasks={ranks} (one rank per GPU) \
+                     or --ntasks={nodes} (one launcher per node)"
                 ),
             ));
         }
