@@ -11,7 +11,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: setup plugins plugins-release lint test test-unit test-slurm demo bench-priority bench-submit fuzz clean
+.PHONY: cluster-up cluster-down e2e setup plugins plugins-release lint test test-unit test-slurm demo bench-priority bench-submit fuzz clean
 
 ## setup: system packages, test users, and the configured Slurm source tree (idempotent)
 setup:
@@ -47,6 +47,20 @@ test: lint test-unit test-slurm
 ## demo: a Fairway-enabled single-node cluster running a mix of jobs
 demo: plugins-release
 	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/release bash scripts/demo.sh
+
+## cluster-up / cluster-down: the docker cluster for one Slurm version (SLURM=22.05|24.11|26.05)
+SLURM ?= 24.11
+cluster-up: setup
+	bash docker/cluster.sh up $(SLURM)
+
+cluster-down:
+	bash docker/cluster.sh down $(SLURM)
+
+## e2e: the end-to-end tests on a fresh docker cluster of that version, then down again
+e2e: cluster-up
+	rc=0; FAIRWAY_E2E=$(SLURM) $(CARGO) test -p fairway-tests --test e2e -- --ignored --test-threads=1 || rc=$$?; \
+	  [ $$rc = 0 ] || bash docker/cluster.sh logs $(SLURM) | tail -300; \
+	  bash docker/cluster.sh down $(SLURM); exit $$rc
 
 ## bench-submit: submissions per second, no plugin vs job_submit/fairway vs job_submit/lua (minutes; not a test)
 bench-submit: plugins-release

@@ -33,7 +33,7 @@ local function parse_directive(text)
    local semi = string.find(body, ";", 1, true)
    if semi then body = string.sub(body, 1, semi - 1) end
    if #body > 256 then return nil, "directive too long" end
-   if string.find(body, "[^%g%s]") then return nil, "use plain ASCII key=value words" end
+   if string.find(body, "[^\t\32-\126]") then return nil, "use plain ASCII key=value words" end
    local d = {}
    for word in string.gmatch(body, "%S+") do
       local k, v = string.match(word, "^([^=]+)=(.*)$")
@@ -70,10 +70,14 @@ end
 local function gpu_request(tres)
    if tres == nil then return nil end
    for entry in string.gmatch(tres, "[^,]+") do
-      local t, c = string.match(entry, "^gres:gpu:([%w%-_%.]+):(%d+)$")
+      local c = string.match(entry, "^gres:gpu:(%d+)$")
+      if c then
+         if tonumber(c) == 0 then return nil end -- --gres=gpu:0 asks for none
+         return nil, tonumber(c)
+      end
+      local t
+      t, c = string.match(entry, "^gres:gpu:([%w%-_%.]+):(%d+)$")
       if t then return t, tonumber(c) end
-      c = string.match(entry, "^gres:gpu:(%d+)$")
-      if c then return nil, tonumber(c) end
    end
    return nil
 end

@@ -279,57 +279,6 @@ impl Cluster {
         Ok(out.into())
     }
 
-    /// `sbatch --parsable` as `user`; the job id, or sbatch's error text.
-    pub fn sbatch(&self, user: &str, args: &[&str]) -> Result<u32, String> {
-        let mut all = vec!["--parsable"];
-        all.extend_from_slice(args);
-        let out = self.run_as(user, "sbatch", &all).map_err(|e| format!("{e:#}"))?;
-        if !out.ok() {
-            return Err(out.stderr);
-        }
-        out.stdout.trim().split(';').next().and_then(|s| s.parse().ok()).ok_or(out.stderr)
-    }
-
-    /// `JobState` of a job, from `scontrol show job`.
-    pub fn job_state(&self, job_id: u32) -> Result<String> {
-        let out = self.cmd("scontrol", &["-o", "show", "job", &job_id.to_string()])?;
-        out.stdout
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix("JobState="))
-            .map(str::to_string)
-            .with_context(|| format!("no JobState for job {job_id}: {}", out.stderr))
-    }
-
-    /// Waits until the job is in one of `states`.
-    pub fn wait_job(&self, job_id: u32, states: &[&str], timeout: Duration) -> Result<String> {
-        let start = Instant::now();
-        loop {
-            let st = self.job_state(job_id)?;
-            if states.contains(&st.as_str()) {
-                return Ok(st);
-            }
-            if start.elapsed() > timeout {
-                bail!("job {job_id} is {st}, not {states:?}, after {timeout:?}\n{}", self.log_tails());
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    /// Polls `cond` (every 200 ms, up to two minutes: two `PriorityCalcPeriod`s of the
-    /// tests) until it holds.
-    pub fn wait_until(&self, what: &str, mut cond: impl FnMut() -> Result<bool>) -> Result<()> {
-        let start = Instant::now();
-        loop {
-            if cond()? {
-                return Ok(());
-            }
-            if start.elapsed() > Duration::from_secs(120) {
-                bail!("timed out waiting until {what}\n{}", self.log_tails());
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
     /// The last lines of every daemon's log, for failure messages.
     pub fn log_tails(&self) -> String {
         let mut s = String::new();
@@ -663,4 +612,18 @@ fn mariadb_template() -> Result<PathBuf> {
         let _ = fs::remove_dir_all(&tmp);
     }
     Ok(base)
+}
+
+impl crate::Slurm for Cluster {
+    fn cmd(&self, prog: &str, args: &[&str]) -> Result<CmdOutput> {
+        Cluster::cmd(self, prog, args)
+    }
+
+    fn run_as(&self, user: &str, prog: &str, args: &[&str]) -> Result<CmdOutput> {
+        Cluster::run_as(self, user, prog, args)
+    }
+
+    fn log_tails(&self) -> String {
+        Cluster::log_tails(self)
+    }
 }

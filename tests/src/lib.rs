@@ -14,10 +14,14 @@
 
 mod cluster;
 mod conf;
+mod docker;
 mod proc;
+mod slurm;
 
 pub use cluster::{Cluster, ClusterSpec};
+pub use docker::DockerCluster;
 pub use proc::{free_port, processes_mentioning, CmdOutput};
+pub use slurm::Slurm;
 
 /// Unprivileged users `scripts/setup.sh` creates for tests.
 pub const TEST_USERS: [&str; 4] = ["fw_alice", "fw_bob", "fw_carol", "fw_dave"];

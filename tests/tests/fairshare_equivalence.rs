@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use fairway_tests::{Cluster, ClusterSpec};
+use fairway_tests::{Cluster, ClusterSpec, Slurm};
 
 fn spec(priority_type: &str, fair_tree: bool) -> ClusterSpec {
     let s = |v: &str| v.to_string();

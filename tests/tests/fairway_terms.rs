@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fairway_tests::{Cluster, ClusterSpec};
+use fairway_tests::{Cluster, ClusterSpec, Slurm};
 
 fn sprio_site_and_priority(c: &Cluster, job: u32) -> (i64, u64) {
     let out = c.cmd("sprio", &["-h", "-j", &job.to_string(), "-o", "%S %Y"]).unwrap();

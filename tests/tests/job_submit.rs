@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fairway_tests::{Cluster, ClusterSpec};
+use fairway_tests::{Cluster, ClusterSpec, Slurm};
 
 /// One 8-GPU node that runs jobs and three like it that never come up, so that
 /// multi-node shapes can be submitted and stay pending.

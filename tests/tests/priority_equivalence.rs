@@ -5,7 +5,7 @@
 //! decay thread is not implemented yet; age differs between two clusters started
 //! seconds apart); their arithmetic has unit and property tests in fairway-core.
 
-use fairway_tests::{Cluster, ClusterSpec};
+use fairway_tests::{Cluster, ClusterSpec, Slurm};
 
 const JOBS: &[(&str, &[&str])] = &[
     ("fw_alice", &["-n", "1"]),

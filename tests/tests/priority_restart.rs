@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use fairway_tests::{Cluster, ClusterSpec};
+use fairway_tests::{Cluster, ClusterSpec, Slurm};
 
 fn raw_usage(c: &Cluster, user: &str) -> f64 {
     let out = c.cmd("sshare", &["-h", "-P", "-u", user, "-o", "User,RawUsage"]).unwrap();

@@ -4,7 +4,7 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
-use fairway_tests::{processes_mentioning, Cluster, ClusterSpec};
+use fairway_tests::{processes_mentioning, Cluster, ClusterSpec, Slurm};
 
 fn slurm_version(c: &Cluster) -> String {
     let v = c.cmd("scontrol", &["--version"]).unwrap().stdout;

@@ -69,7 +69,7 @@ fn main() -> Result<()> {
             for j in 0..per_sbatch {
                 let (comment, gres) = match j % 4 {
                     0 => ("fairway: model=7b method=lora precision=bf16 ckpt=120s", "--gres=gpu:h100:1"),
-                    1 => ("fairway: tier=opportunistic ckpt=60s", "--gres=gpu:a100:2"),
+                    1 => ("fairway: tier=opportunistic ckpt=60s", "--gres=gpu:h100:2"),
                     2 => ("fairway: model=1.5b method=full", "--gres=gpu:0"),
                     _ => ("nightly eval", "--gres=gpu:0"),
                 };
@@ -77,7 +77,7 @@ fn main() -> Result<()> {
                 let out = c.run_as(
                     "fw_alice",
                     "sbatch",
-                    &["-Q", "-t", "10", &comment, gres, "-o", "/dev/null", "--wrap=true"],
+                    &["-Q", "-p", "gpu", "-t", "10", &comment, gres, "-o", "/dev/null", "--wrap=true"],
                 )?;
                 if !out.ok() {
                     bail!("{}: sbatch refused: {out:?}", CONFIGS[i]);

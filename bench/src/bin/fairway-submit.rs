@@ -22,7 +22,7 @@ fn main() -> anyhow::Result<()> {
         let (comment, tres) = match (ai, i % 4) {
             (false, _) => (None, None),
             (true, 0) => (Some("fairway: model=7b method=lora precision=bf16 ckpt=120s"), Some("gres:gpu:h100:1")),
-            (true, 1) => (Some("fairway: tier=opportunistic ckpt=60s"), Some("gres:gpu:a100:2")),
+            (true, 1) => (Some("fairway: tier=opportunistic ckpt=60s"), Some("gres:gpu:h100:2")),
             (true, 2) => (Some("fairway: model=1.5b method=full"), None),
             (true, _) => (Some("nightly eval"), None),
         };
@@ -33,6 +33,7 @@ fn main() -> anyhow::Result<()> {
             time_limit_min: 10 + i % 50,
             comment: comment.map(str::to_string),
             tres_per_node: tres.map(str::to_string),
+            partition: ai.then(|| "gpu".to_string()),
         }
     });
     let ok = submit_batch(jobs).map_err(|e| anyhow::anyhow!("submission failed: {e}"))?;

@@ -20,6 +20,8 @@ pub struct BatchJob {
     pub comment: Option<String>,
     /// `tres_per_node`, as `--gres=gpu:h100:1` sends it (`gres:gpu:h100:1`).
     pub tres_per_node: Option<String>,
+    /// `--partition`.
+    pub partition: Option<String>,
 }
 
 /// Submits jobs as the calling user, through `slurm_submit_batch_job`. Returns how
@@ -38,6 +40,7 @@ pub fn submit_batch(jobs: impl IntoIterator<Item = BatchJob>) -> Result<u32, Str
             let (name, script) = (cstr(&job.name)?, cstr(&job.script)?);
             let comment = job.comment.as_deref().map(cstr).transpose()?;
             let tres = job.tres_per_node.as_deref().map(cstr).transpose()?;
+            let partition = job.partition.as_deref().map(cstr).transpose()?;
             let mut d: sys::job_desc_msg_t = std::mem::zeroed();
             sys::slurm_init_job_desc_msg(&mut d);
             d.name = name.as_ptr().cast_mut();
@@ -55,6 +58,9 @@ pub fn submit_batch(jobs: impl IntoIterator<Item = BatchJob>) -> Result<u32, Str
             }
             if let Some(t) = &tres {
                 d.tres_per_node = t.as_ptr().cast_mut();
+            }
+            if let Some(p) = &partition {
+                d.partition = p.as_ptr().cast_mut();
             }
             let mut resp = std::ptr::null_mut();
             if sys::slurm_submit_batch_job(&mut d, &mut resp) == 0 {

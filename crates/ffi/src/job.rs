@@ -74,10 +74,10 @@ impl JobDesc<'_> {
             min_nodes: v32(d.min_nodes),
             num_tasks: v32(d.num_tasks),
             ntasks_per_node: v16(d.ntasks_per_node).map(u32::from),
-            tres_per_node: s(d.tres_per_node),
-            tres_per_job: s(d.tres_per_job),
-            tres_per_task: s(d.tres_per_task),
-            tres_per_socket: s(d.tres_per_socket),
+            tres_per_node: s(d.tres_per_node).map(tres_to_core),
+            tres_per_job: s(d.tres_per_job).map(tres_to_core),
+            tres_per_task: s(d.tres_per_task).map(tres_to_core),
+            tres_per_socket: s(d.tres_per_socket).map(tres_to_core),
             req_switch: v32(d.req_switch),
             wait4switch: v32(d.wait4switch),
             requeue: v16(d.requeue).map(|r| r != 0),
@@ -86,7 +86,7 @@ impl JobDesc<'_> {
                 lead: v16(d.warn_time).unwrap_or(0),
                 batch_only: v16(d.warn_flags).is_some_and(|f| u32::from(f) & sys::KILL_JOB_BATCH != 0),
             }),
-            tres_bind: s(d.tres_bind),
+            tres_bind: s(d.tres_bind).map(bind_to_core),
             cpu_bind: v16(d.cpu_bind_type).filter(|&b| b != 0).map(|b| match u32::from(b) {
                 b if b & sys::CPU_BIND_TO_SOCKETS != 0 => CpuBind::Sockets,
                 b if b & sys::CPU_BIND_TO_LDOMS != 0 => CpuBind::Ldoms,
@@ -105,8 +105,11 @@ impl JobDesc<'_> {
         let mut changed = Vec::new();
         macro_rules! string {
             ($field:ident) => {
+                string!($field, str::to_string)
+            };
+            ($field:ident, $to_slurm:expr) => {
                 if before.$field != after.$field {
-                    set_str(&mut d.$field, after.$field.as_deref());
+                    set_str(&mut d.$field, after.$field.as_deref().map($to_slurm).as_deref());
                     changed.push(stringify!($field));
                 }
             };
@@ -121,9 +124,9 @@ impl JobDesc<'_> {
         }
         string!(partition);
         string!(qos);
-        string!(tres_per_node);
-        string!(tres_per_job);
-        string!(tres_bind);
+        string!(tres_per_node, tres_to_slurm);
+        string!(tres_per_job, tres_to_slurm);
+        string!(tres_bind, bind_to_slurm);
         string!(admin_comment);
         number!(time_limit, sys::NO_VAL);
         number!(min_nodes, sys::NO_VAL);
@@ -161,6 +164,39 @@ impl JobDesc<'_> {
             changed.push("cpu_bind_type");
         }
         changed
+    }
+}
+
+/// Slurm 23.02 renamed TRES request strings from `gres:gpu:2` to `gres/gpu:2`, and
+/// `tres_bind` from `gpu:closest` to `gres/gpu:closest`. The core speaks 22.05's form;
+/// these translate at the boundary.
+fn tres_to_core(s: String) -> String {
+    s.split(',')
+        .map(|e| e.strip_prefix("gres/").map_or_else(|| e.to_string(), |r| format!("gres:{r}")))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn tres_to_slurm(s: &str) -> String {
+    if cfg!(slurm_ge_23_02) {
+        s.split(',')
+            .map(|e| e.strip_prefix("gres:").map_or_else(|| e.to_string(), |r| format!("gres/{r}")))
+            .collect::<Vec<_>>()
+            .join(",")
+    } else {
+        s.to_string()
+    }
+}
+
+fn bind_to_core(s: String) -> String {
+    s.strip_prefix("gres/").map(str::to_string).unwrap_or(s)
+}
+
+fn bind_to_slurm(s: &str) -> String {
+    if cfg!(slurm_ge_23_02) {
+        format!("gres/{s}")
+    } else {
+        s.to_string()
     }
 }
 
@@ -260,15 +296,15 @@ impl<'a> JobRecord<'a> {
             ntasks_per_node: details
                 .and_then(|d| (u32::from(d.ntasks_per_node) != sys::NO_VAL16).then_some(u32::from(d.ntasks_per_node)))
                 .filter(|&n| n != 0),
-            tres_per_node: s(j.tres_per_node),
-            tres_per_job: s(j.tres_per_job),
-            tres_per_task: s(j.tres_per_task),
-            tres_per_socket: s(j.tres_per_socket),
+            tres_per_node: s(j.tres_per_node).map(tres_to_core),
+            tres_per_job: s(j.tres_per_job).map(tres_to_core),
+            tres_per_task: s(j.tres_per_task).map(tres_to_core),
+            tres_per_socket: s(j.tres_per_socket).map(tres_to_core),
             req_switch: v32(j.req_switch),
             wait4switch: v32(j.wait4switch),
             requeue: details.map(|d| d.requeue != 0),
             warn: None,
-            tres_bind: s(j.tres_bind),
+            tres_bind: s(j.tres_bind).map(bind_to_core),
             cpu_bind: None,
             admin_comment: s(j.admin_comment),
         }

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use fairway_tests::{Cluster, ClusterSpec};
+use fairway_tests::{Cluster, ClusterSpec, Slurm};
 
 fn show(c: &Cluster, title: &str, prog: &str, args: &[&str]) -> Result<()> {
     let out = c.cmd(prog, args)?;

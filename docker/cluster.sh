@@ -1,0 +1,196 @@
+#!/bin/bash
+# The Fairway test cluster in docker, for one Slurm version.
+#   docker/cluster.sh up   [22.05|24.11|26.05]   build image and plugins, start, wait, bootstrap accounting
+#   docker/cluster.sh down [VERSION]
+#   docker/cluster.sh logs [VERSION]             every container's log
+# Everything generated lives in .cache/docker/<version>/; plugins are built per version
+# into target/plugins/<full version>/docker and never reach another version's cluster.
+set -euo pipefail
+cmd=${1:?usage: docker/cluster.sh up|down|logs [22.05|24.11|26.05]}
+ver=${2:-${SLURM:-24.11}}
+root=$(cd "$(dirname "$0")/.." && pwd)
+case $ver in
+22.05) suite=bookworm ;;
+24.11) suite=trixie ;;
+26.05) suite=sid ;;
+*) echo "cluster.sh: unknown Slurm version $ver (22.05, 24.11 or 26.05)" >&2; exit 2 ;;
+esac
+project=fairway-${ver/./}
+state=$root/.cache/docker/$ver
+export SUITE=$suite ROOT=$root ETC=$state/etc PLUGINS=${PLUGINS:-$state/no-plugins}
+compose() { docker-compose -p "$project" -f "$root/docker/compose.yml" "$@"; }
+
+logs() {
+    for c in db dbd ctld login c1 c2 c3 c4; do
+        echo "--- $c ---"
+        docker logs --tail "${1:-60}" "$project-$c-1" 2>&1 || docker logs --tail "${1:-60}" "${project}_${c}_1" 2>&1 || true
+    done
+}
+
+fail() {
+    echo "cluster.sh: $*" >&2
+    logs 80 >&2
+    exit 1
+}
+
+# wait_until WHAT SECONDS COMMAND...: readiness, never a fixed sleep.
+wait_until() {
+    local what=$1 t=$2; shift 2
+    local start=$SECONDS
+    until "$@" >/dev/null 2>&1; do
+        [ $((SECONDS - start)) -ge "$t" ] && fail "timed out after ${t}s waiting for $what"
+        sleep 1
+    done
+    echo "cluster.sh: $what ($((SECONDS - start)) s)"
+}
+
+build_plugins() {
+    local full
+    full=$(docker run --rm "fairway/slurm:$suite" cat /etc/slurm-version | sed 's/-.*//')
+    export PLUGINS=$root/target/plugins/$full/docker
+    mkdir -p "$PLUGINS"
+    if [ "$ver" = 22.05 ]; then
+        # The host's own Slurm (bookworm) is this version: its headers and source tree.
+        make -C "$root" -s plugins-release >/dev/null
+        install -m 0755 "$root"/target/plugins/"$full"/release/*.so "$PLUGINS"/
+    else
+        # Public headers of that version, from its image; a target dir of its own.
+        local inc=$root/.cache/slurm-headers/$full
+        if [ ! -f "$inc/slurm/slurm_version.h" ]; then
+            mkdir -p "$inc"
+            docker run --rm "fairway/slurm:$suite" tar -C /usr/include -c slurm | tar -C "$inc" -x
+        fi
+        # Only job_submit/fairway builds from public headers alone; the priority and
+        # site_factor plugins need that version's internal structs (see README).
+        SLURM_INCLUDE_DIR=$inc CARGO_TARGET_DIR=$root/target/slurm-$full \
+            cargo build --release --manifest-path "$root/Cargo.toml" -p job_submit_fairway --no-default-features
+        install -m 0755 "$root/target/slurm-$full/release/libjob_submit_fairway.so" "$PLUGINS/job_submit_fairway.so"
+    fi
+    echo "cluster.sh: plugins for Slurm $full: $(cd "$PLUGINS" && ls | tr '\n' ' ')"
+}
+
+gen_config() {
+    mkdir -p "$ETC"
+    [ -f "$ETC/munge.key" ] || dd if=/dev/urandom of="$ETC/munge.key" bs=1024 count=1 status=none
+    local prio=priority/multifactor
+    [ -f "$PLUGINS/priority_fairway.so" ] && prio=priority/fairway
+    cat >"$ETC/slurm.conf" <<CONF
+ClusterName=fairway
+SlurmctldHost=ctld
+AuthType=auth/munge
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+PluginDir=/usr/lib/fairway:/usr/lib/x86_64-linux-gnu/slurm-wlm
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+SwitchType=switch/none
+ReturnToService=2
+SlurmdTimeout=20
+MessageTimeout=5
+MailProg=/bin/true
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+TopologyPlugin=topology/tree
+GresTypes=gpu
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=dbd
+AccountingStorageEnforce=associations,limits,qos
+AccountingStorageTRES=gres/gpu
+JobRequeue=0
+PriorityType=$prio
+PriorityWeightFairshare=10000
+PriorityWeightAge=1000
+PriorityWeightQOS=5000
+PriorityCalcPeriod=1
+PreemptType=preempt/qos
+PreemptMode=REQUEUE
+JobSubmitPlugins=fairway
+NodeName=c[1-2] Sockets=2 CoresPerSocket=56 ThreadsPerCore=1 RealMemory=100000 Gres=gpu:h100:8 State=UNKNOWN
+NodeName=c[3-4] Sockets=2 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=50000 Gres=gpu:a100:4 State=UNKNOWN
+PartitionName=gpu Nodes=c[1-4] Default=YES MaxTime=2-00:00:00 State=UP
+PartitionName=a100 Nodes=c[3-4] MaxTime=1-00:00:00 State=UP
+PartitionName=debug Nodes=c[1-4] MaxTime=1:00:00 State=UP
+CONF
+    cat >"$ETC/topology.conf" <<CONF
+SwitchName=s1 Nodes=c[1-2]
+SwitchName=s2 Nodes=c[3-4]
+SwitchName=spine Switches=s[1-2]
+CONF
+    # DGX-H100-like: NVSwitch, every GPU 18 NVLinks to every other; GPUs 0-3 on socket 0.
+    # 4 x A100 PCIe: NVLink bridges join 0-1 and 2-3; two GPUs per socket.
+    {
+        for n in c1 c2; do
+            for i in 0 1 2 3 4 5 6 7; do
+                links=$(for j in 0 1 2 3 4 5 6 7; do
+                    if [ $i = $j ]; then printf -- '-1'; else printf 18; fi
+                    if [ $j != 7 ]; then printf ,; fi
+                done)
+                cores=$([ $i -lt 4 ] && echo 0-55 || echo 56-111)
+                echo "NodeName=$n Name=gpu Type=h100 File=/dev/nvidia$i Cores=$cores Links=$links"
+            done
+        done
+        for n in c3 c4; do
+            for i in 0 1 2 3; do
+                links=$(for j in 0 1 2 3; do
+                    if [ $i = $j ]; then printf -- '-1'; elif [ $((i / 2)) = $((j / 2)) ]; then printf 4; else printf 0; fi
+                    if [ $j != 3 ]; then printf ,; fi
+                done)
+                cores=$([ $i -lt 2 ] && echo 0-15 || echo 16-31)
+                echo "NodeName=$n Name=gpu Type=a100 File=/dev/nvidia$i Cores=$cores Links=$links"
+            done
+        done
+    } >"$ETC/gres.conf"
+    if [ "$ver" != 22.05 ]; then
+        echo "CgroupPlugin=disabled" >"$ETC/cgroup.conf"
+    fi
+    cat >"$ETC/slurmdbd.conf" <<CONF
+AuthType=auth/munge
+DbdHost=dbd
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=db
+StorageUser=slurm
+StorageLoc=slurm_acct_db
+CONF
+    chmod 600 "$ETC/slurmdbd.conf"
+    cp "$root/config/fairway.gpu-cluster.toml" "$ETC/fairway.toml"
+}
+
+nodes_idle() {
+    [ "$(docker exec "$(cid login)" sinfo -h -N -o '%N %T' 2>/dev/null | awk '$2 == "idle"' | sort -u | wc -l)" -ge 4 ]
+}
+
+cid() { compose ps -q "$1"; }
+
+case $cmd in
+up)
+    start=$SECONDS
+    bash "$root/docker/build-image.sh" "$suite"
+    build_plugins
+    gen_config
+    compose up -d --remove-orphans >/dev/null || fail "docker-compose up failed"
+    wait_until "sacctmgr answers" 180 docker exec "$(cid login)" sacctmgr -n list cluster
+    wait_until "slurmctld answers" 180 docker exec "$(cid login)" scontrol ping
+    docker exec "$(cid login)" bash /fairway/config/accounting.sh fairway || fail "accounting bootstrap failed"
+    wait_until "four compute nodes idle" 180 nodes_idle
+    echo "cluster.sh: Slurm $ver cluster $project up in $((SECONDS - start)) s"
+    ;;
+down)
+    compose down -v --remove-orphans >/dev/null 2>&1 || true
+    echo "cluster.sh: $project down"
+    ;;
+logs)
+    logs 200
+    ;;
+*)
+    echo "usage: docker/cluster.sh up|down|logs [VERSION]" >&2
+    exit 2
+    ;;
+esac

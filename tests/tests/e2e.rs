@@ -1,0 +1,169 @@
+//! End-to-end tests on the docker cluster (`docker/cluster.sh`): four compute nodes with
+//! emulated GPUs (c1, c2: 8 × H100 on NVSwitch; c3, c4: 4 × A100 in NVLink pairs), for
+//! what one host node cannot show: gangs over nodes, partial allocations refused, QoS
+//! changes and node loss. Run by `make e2e [SLURM=22.05|24.11|26.05]`, which brings the
+//! cluster up and sets FAIRWAY_E2E; ignored by a plain `cargo test`.
+
+use std::time::Duration;
+
+use fairway_tests::{DockerCluster, Slurm};
+
+fn cluster() -> DockerCluster {
+    DockerCluster::from_env().expect("the docker cluster is up")
+}
+
+fn show(c: &DockerCluster, job: u32) -> String {
+    c.cmd("scontrol", &["-o", "show", "job", &job.to_string()]).unwrap().stdout
+}
+
+fn field(shown: &str, key: &str) -> String {
+    let prefix = format!("{key}=");
+    shown.split_whitespace().find_map(|f| f.strip_prefix(prefix.as_str())).unwrap_or("").to_string()
+}
+
+fn cancel_all(c: &DockerCluster) {
+    for u in ["fw_alice", "fw_bob", "fw_carol", "fw_dave"] {
+        let _ = c.cmd("scancel", &["-u", u]);
+    }
+    c.wait_for("the queue is empty", Duration::from_secs(60), || {
+        Ok(c.cmd("squeue", &["-h"])?.stdout.trim().is_empty())
+    })
+    .unwrap();
+}
+
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn fairway_plugins_load_in_slurmctld() {
+    let c = cluster();
+    let log = c.logs("ctld");
+    assert!(log.contains("job_submit/fairway: Fairway"), "no job_submit/fairway load line in slurmctld's log:\n{log}");
+    assert!(log.contains("job_submit/fairway: rules: 2 GPU types"), "{log}");
+    if c.version == "22.05" {
+        assert!(log.contains("priority/fairway: Fairway"), "{log}");
+    }
+    // The plugin is the one built for this version: a mismatch would not load at all.
+    assert!(!log.contains("Incompatible Slurm plugin"), "{log}");
+}
+
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn a_two_node_gang_starts_on_both_dgx_nodes_and_oversized_jobs_wait_whole() {
+    let c = cluster();
+    cancel_all(&c);
+    let gang = c
+        .sbatch(
+            "fw_alice",
+            &["-p", "gpu", "-N", "2", "--gres=gpu:h100:8", "--ntasks-per-node=8", "-t", "10", "--wrap=sleep 300"],
+        )
+        .expect("2 x 8 GPU job accepted");
+    c.wait_job(gang, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    let j = show(&c, gang);
+    assert_eq!(field(&j, "NodeList"), "c[1-2]", "{j}");
+    assert_eq!(field(&j, "NumNodes"), "2", "{j}");
+    assert!(j.contains("gres/gpu=16"), "{j}");
+
+    // Another 2 x 8 H100 job: no free set exists, so it waits whole instead of starting
+    // on whatever is free.
+    let waiting =
+        c.sbatch("fw_bob", &["-p", "gpu", "-N", "2", "--gres=gpu:h100:8", "-t", "10", "--wrap=true"]).unwrap();
+    c.wait_for("the scheduler has looked at it", Duration::from_secs(60), || {
+        Ok(field(&show(&c, waiting), "Reason") == "Resources")
+    })
+    .unwrap();
+    let w = show(&c, waiting);
+    // No nodes at all: not some of them.
+    assert_eq!((field(&w, "JobState"), field(&w, "NodeList")), ("PENDING".into(), String::new()), "{w}");
+    // The A100 nodes stay usable meanwhile.
+    let small = c.sbatch("fw_carol", &["-p", "a100", "--gres=gpu:a100:2", "-t", "5", "--wrap=true"]).unwrap();
+    c.wait_job(small, &["COMPLETED"], Duration::from_secs(60)).unwrap();
+    c.cmd("scancel", &[&gang.to_string()]).unwrap();
+    c.wait_job(waiting, &["RUNNING", "COMPLETED"], Duration::from_secs(60)).unwrap();
+    cancel_all(&c);
+}
+
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn jobs_run_under_their_qos_and_a_qos_change_applies_to_the_next_job() {
+    let c = cluster();
+    cancel_all(&c);
+    let high = c.sbatch("fw_alice", &["--qos=high", "-t", "5", "--wrap=true"]).unwrap();
+    let default = c.sbatch("fw_bob", &["-t", "5", "--wrap=true"]).unwrap();
+    let sweep =
+        c.sbatch("fw_dave", &["--comment=fairway: tier=opportunistic ckpt=30s", "-t", "5", "--wrap=true"]).unwrap();
+    for (job, qos, account) in [(high, "high", "vision"), (default, "normal", "nlp"), (sweep, "scavenger", "product")] {
+        c.wait_job(job, &["COMPLETED"], Duration::from_secs(60)).unwrap();
+        let j = show(&c, job);
+        assert_eq!((field(&j, "QOS"), field(&j, "Account")), (qos.into(), account.into()), "{j}");
+    }
+    // Tighten the normal QoS: the next job over the new limit is held by it...
+    let set = |wall: &str| {
+        let out = c.cmd("sacctmgr", &["-i", "modify", "qos", "normal", "set", &format!("MaxWall={wall}")]).unwrap();
+        assert!(out.ok(), "{out:?}");
+    };
+    set("00:02:00");
+    let over = c.sbatch("fw_bob", &["-t", "10", "--wrap=true"]).unwrap();
+    c.wait_for("the QoS limit holds the job", Duration::from_secs(60), || {
+        Ok(field(&show(&c, over), "Reason") == "QOSMaxWallDurationPerJobLimit")
+    })
+    .unwrap();
+    // ...and lifting it lets the job run.
+    set("-1");
+    c.wait_job(over, &["COMPLETED"], Duration::from_secs(90)).unwrap();
+    cancel_all(&c);
+}
+
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn losing_a_node_requeues_or_fails_the_whole_gang() {
+    let c = cluster();
+    cancel_all(&c);
+    let args = |requeue: &str| -> Vec<String> {
+        vec![
+            "-p".into(),
+            "a100".into(),
+            "-N".into(),
+            "2".into(),
+            "--gres=gpu:a100:2".into(),
+            "-t".into(),
+            "10".into(),
+            requeue.into(),
+            "--wrap=srun sleep 300".into(),
+        ]
+    };
+    let requeue_args = args("--requeue");
+    let refs: Vec<&str> = requeue_args.iter().map(String::as_str).collect();
+    let requeued = c.sbatch("fw_alice", &refs).unwrap();
+    let fail_args = args("--no-requeue");
+    let refs: Vec<&str> = fail_args.iter().map(String::as_str).collect();
+    let failed = c.sbatch("fw_bob", &refs).unwrap();
+    c.wait_job(requeued, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    c.wait_job(failed, &["RUNNING"], Duration::from_secs(60)).unwrap();
+
+    c.set_running("c4", false).unwrap();
+    let result = (|| -> anyhow::Result<()> {
+        c.wait_for("slurmctld notices c4 is gone", Duration::from_secs(120), || {
+            let st = c.cmd("sinfo", &["-h", "-n", "c4", "-o", "%T"])?.stdout;
+            Ok(st.starts_with("down"))
+        })?;
+        // The requeued job is pending again as a whole; the other ended with NODE_FAIL.
+        let st = c.wait_job(requeued, &["PENDING", "REQUEUED", "REQUEUE_HOLD"], Duration::from_secs(60))?;
+        let j = show(&c, requeued);
+        assert!(field(&j, "Restarts") != "0" || st != "PENDING", "{j}");
+        let st = c.wait_job(failed, &["NODE_FAIL", "FAILED", "CANCELLED"], Duration::from_secs(60))?;
+        assert_eq!(st, "NODE_FAIL");
+        // Nothing of either job is left running on the surviving node.
+        c.wait_for("c3 has no job processes left", Duration::from_secs(60), || {
+            let ps = c.exec("c3", &["pgrep", "-u", "fw_alice,fw_bob", "sleep"])?;
+            Ok(ps.stdout.trim().is_empty())
+        })?;
+        Ok(())
+    })();
+    c.set_running("c4", true).unwrap();
+    c.wait_for("c4 is back", Duration::from_secs(120), || {
+        let st = c.cmd("sinfo", &["-h", "-n", "c4", "-o", "%T"])?.stdout;
+        Ok(st.trim() == "idle" || st.trim() == "allocated" || st.trim() == "mixed")
+    })
+    .unwrap();
+    cancel_all(&c);
+    result.unwrap();
+}
