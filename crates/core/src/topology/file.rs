@@ -205,7 +205,7 @@ impl Topology {
             nvlink: if let Some(lanes) = self.nvlink.switch_lanes() {
                 Some(s(RawNvLink { switch_lanes: Some(s(lanes)), lanes: None }))
             } else if (0..self.gpus.len()).any(|i| (0..self.gpus.len()).any(|j| self.nvlink.lanes(i, j) > 0)) {
-                let rows = self.nvlink.rows().into_iter().map(|r| s(r)).collect();
+                let rows = self.nvlink.rows().into_iter().map(s).collect();
                 Some(s(RawNvLink { switch_lanes: None, lanes: Some(s(rows)) }))
             } else {
                 None
