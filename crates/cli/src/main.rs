@@ -5,8 +5,10 @@
 //! - `fairway predict train|eval` trains the run-time model on a job trace, or scores it
 //!   against the time-limit and last-two baselines on a chronological split.
 //! - `fairway trace synth` writes a synthetic AI workload in `sacct -P` format.
+//! - `fairway topo` shows a node's GPU topology (from a topology file or NVML) and
+//!   writes its gres.conf lines.
 //!
-//! Simulator and topology subcommands arrive with their issues.
+//! The simulator subcommand arrives with its issue.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -18,6 +20,7 @@ use fairway_core::check;
 use fairway_core::config::{self, Config};
 
 mod predict;
+mod topo;
 
 /// Fairway: fair, GPU-aware scheduling for Slurm.
 #[derive(Parser)]
@@ -45,12 +48,15 @@ enum Command {
     /// Job trace utilities.
     #[command(subcommand)]
     Trace(predict::TraceCommand),
+    /// Show a node's GPU topology (GPU-GPU links, GPU-NUMA/cores) or its gres.conf lines.
+    Topo(topo::TopoArgs),
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Predict(c) => predict::predict(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(c) => predict::trace(c).map(|()| ExitCode::SUCCESS),
+        Command::Topo(a) => topo::topo(a).map(|()| ExitCode::SUCCESS),
         Command::CheckConfig { file, slurm_conf } => {
             let path = file.unwrap_or_else(|| config::path_beside(&slurm_conf));
             let config = match Config::load(&path) {

@@ -187,7 +187,7 @@ impl Config {
     }
 }
 
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
@@ -198,14 +198,27 @@ fn contains(span: &Range<usize>, pos: usize) -> bool {
     span.start <= pos && pos < span.end.max(span.start + 1)
 }
 
-/// The deepest dotted key whose key or value text covers byte `pos`.
-fn key_at(table: &DeTable<'_>, pos: usize, prefix: &str) -> Option<String> {
+/// The deepest dotted key whose key or value text covers byte `pos`; entries of an
+/// array of tables are named by position (`gpu[2].numa`).
+pub(crate) fn key_at(table: &DeTable<'_>, pos: usize, prefix: &str) -> Option<String> {
     for (k, v) in table {
         let dotted = if prefix.is_empty() { k.get_ref().to_string() } else { format!("{prefix}.{}", k.get_ref()) };
-        if let DeValue::Table(inner) = v.get_ref() {
-            if let Some(deeper) = key_at(inner, pos, &dotted) {
-                return Some(deeper);
+        match v.get_ref() {
+            DeValue::Table(inner) => {
+                if let Some(deeper) = key_at(inner, pos, &dotted) {
+                    return Some(deeper);
+                }
             }
+            DeValue::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let DeValue::Table(inner) = item.get_ref() {
+                        if let Some(deeper) = key_at(inner, pos, &format!("{dotted}[{i}]")) {
+                            return Some(deeper);
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
         if contains(&k.span(), pos) || contains(&v.span(), pos) {
             return Some(dotted);

@@ -15,6 +15,8 @@
 //! - [`predict`]: run-time prediction: time limit, Tsafrir's last two with correction, and a
 //!   learned upper-quantile model, with a trace replay that scores them.
 //! - [`submit`]: `job_submit/fairway`'s rules: directive, tiers, QoS, gangs, defaults.
+//! - [`topology`]: a node's GPUs, NUMA nodes and NVLink lanes (Fairway's topology file),
+//!   the gres.conf lines that describe them, and the choice of the best-connected GPUs.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -26,6 +28,7 @@ pub mod predict;
 pub mod submit;
 pub mod terms;
 pub mod time;
+pub mod topology;
 
 pub use config::{Config, ConfigError};
 

@@ -1,0 +1,164 @@
+//! The node's GPU topology read at run time, as a [`fairway_core::topology::Topology`]: the
+//! same type a topology file gives, so the CLI, the simulator and a future slurmd gpu
+//! plugin all work from one description.
+//!
+//! - GPUs and NVLink come from NVML through `nvml-wrapper`, which `dlopen`s
+//!   `libnvidia-ml.so.1` at run time: nothing from CUDA is needed to build, and a node
+//!   without the driver gets [`DetectError::Nvml`].
+//! - Sockets, cores, NUMA nodes and each GPU's NUMA node and local CPUs come from sysfs
+//!   ([`sysfs`]), turned into Slurm's abstract core ids the way `xcpuinfo_mac_to_abs`
+//!   does: cores numbered socket by socket, in the order of their `core_id`.
+//!
+//! NVLink lanes are counted as Slurm's `gpu/nvml` counts them (active lanes, grouped by
+//! the PCI bus id at their far end). Lanes whose far end is not a GPU of this node are
+//! taken to be NVSwitch lanes: if every GPU has some, the node is recorded as NVSwitch
+//! all-to-all with the smallest such count per GPU, which is what `nvidia-smi topo -m`
+//! shows (`NV18` on DGX H100). Other non-GPU ends (IBM NPU bridges on POWER9) would be
+//! misread as a switch; Fairway does not support those.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod sysfs;
+
+use std::path::Path;
+
+use fairway_core::topology::{Cpu, Gpu, NvLinks, Topology, MAX_GPUS, MAX_LANES_PER_GPU};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Nvml;
+
+/// Why the topology could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DetectError {
+    /// NVML could not be loaded or initialised (no NVIDIA driver, no GPU, no permission).
+    #[error("NVML is not available (no NVIDIA driver or GPU here?)")]
+    Nvml(#[source] NvmlError),
+    /// An NVML query failed for one GPU.
+    #[error("NVML: GPU {index}: {what}: {source}")]
+    Query {
+        /// NVML index.
+        index: u32,
+        /// What was asked.
+        what: &'static str,
+        /// NVML's error.
+        #[source]
+        source: NvmlError,
+    },
+    /// NVML found no GPU, or more than Fairway handles.
+    #[error("NVML reports {0} GPUs; Fairway handles 1 to {MAX_GPUS}")]
+    GpuCount(u32),
+    /// sysfs could not be read or made no sense.
+    #[error(transparent)]
+    Sysfs(#[from] sysfs::SysfsError),
+}
+
+/// Reads the topology of this node from NVML and `/sys`.
+pub fn detect() -> Result<Topology, DetectError> {
+    detect_with(Path::new("/sys"))
+}
+
+/// As [`detect`], reading sysfs under `sys` (tests point it at a copy).
+pub fn detect_with(sys: &Path) -> Result<Topology, DetectError> {
+    let nvml = Nvml::init().map_err(DetectError::Nvml)?;
+    let layout = sysfs::CpuLayout::read(sys)?;
+    let count = nvml.device_count().map_err(DetectError::Nvml)?;
+    if count == 0 || count as usize > MAX_GPUS {
+        return Err(DetectError::GpuCount(count));
+    }
+    let q = |index: u32, what: &'static str| move |source| DetectError::Query { index, what, source };
+
+    // NVML's indexes follow PCI bus id order, as Slurm's Links= positions do.
+    let mut bus_ids = Vec::new();
+    for i in 0..count {
+        let d = nvml.device_by_index(i).map_err(q(i, "handle"))?;
+        bus_ids.push(d.pci_info().map_err(q(i, "PCI info"))?.bus_id);
+    }
+    let n = count as usize;
+    let mut direct = vec![vec![0u32; n]; n];
+    let mut switch = vec![0u32; n];
+    let mut gpus = Vec::new();
+    for i in 0..count {
+        let d = nvml.device_by_index(i).map_err(q(i, "handle"))?;
+        let name = d.name().map_err(q(i, "name"))?;
+        let bus = bus_ids[i as usize].clone();
+        for lane in 0..MAX_LANES_PER_GPU {
+            let link = d.link_wrapper_for(lane);
+            match link.is_active() {
+                Ok(true) => {}
+                Ok(false) | Err(NvmlError::InvalidArg) => continue,
+                // No NVLink on this GPU at all (PCIe cards), as gpu/nvml stops too.
+                Err(NvmlError::NotSupported) => break,
+                Err(e) => return Err(q(i, "NVLink state")(e)),
+            }
+            let remote = link.remote_pci_info().map_err(q(i, "NVLink remote PCI info"))?.bus_id;
+            match bus_ids.iter().position(|b| b.eq_ignore_ascii_case(&remote)) {
+                Some(j) if j != i as usize => direct[i as usize][j] += 1,
+                Some(_) => {}
+                None => switch[i as usize] += 1,
+            }
+        }
+        let numa = layout.numa_of_pci(sys, &bus)?;
+        gpus.push(Gpu {
+            index: i as usize,
+            type_name: short_type(&name),
+            name,
+            memory_mib: d.memory_info().map_err(q(i, "memory"))?.total / (1024 * 1024),
+            pci_bus_id: bus.clone(),
+            uuid: d.uuid().map_err(q(i, "UUID"))?,
+            minor: d.minor_number().map_err(q(i, "minor number"))?,
+            numa,
+            cores: layout.local_cores_of_pci(sys, &bus)?,
+            mig: Vec::new(),
+        });
+    }
+    let nvlink = if switch.iter().all(|&s| s > 0) {
+        NvLinks::switch(n, switch.iter().copied().min().unwrap_or(0))
+    } else {
+        NvLinks::direct(direct)
+    };
+    let cpu = Cpu {
+        sockets: layout.sockets,
+        cores_per_socket: layout.cores_per_socket,
+        threads_per_core: layout.threads_per_core,
+    };
+    Ok(Topology { name: None, cpu, numa: layout.numa.clone(), gpus, nvlink })
+}
+
+/// A short gres type from NVML's name: the model after `NVIDIA `, up to the first `-`,
+/// lowercased (`NVIDIA H100 80GB HBM3` → `h100`, `NVIDIA A100-SXM4-80GB` → `a100`).
+pub fn short_type(nvml_name: &str) -> String {
+    let rest = nvml_name.strip_prefix("NVIDIA ").unwrap_or(nvml_name);
+    let word = rest.split([' ', '-']).next().unwrap_or(rest);
+    word.to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_types() {
+        assert_eq!(short_type("NVIDIA H100 80GB HBM3"), "h100");
+        assert_eq!(short_type("NVIDIA A100-SXM4-80GB"), "a100");
+        assert_eq!(short_type("NVIDIA L40S"), "l40s");
+        assert_eq!(short_type("Tesla V100-SXM2-16GB"), "tesla");
+    }
+
+    #[test]
+    fn no_nvml_is_a_clear_error() {
+        // This machine has no NVIDIA driver; on one that has, the call must succeed.
+        match Nvml::init() {
+            Err(_) => {
+                let dir = tempfile::tempdir().unwrap();
+                sysfs::tests::fake_two_socket_node(dir.path());
+                let e = detect_with(dir.path()).unwrap_err();
+                assert!(matches!(e, DetectError::Nvml(_)), "{e}");
+                assert!(e.to_string().starts_with("NVML is not available"), "{e}");
+            }
+            Ok(_) => {
+                let t = detect().unwrap();
+                assert!(!t.gpus.is_empty());
+            }
+        }
+    }
+}
