@@ -11,7 +11,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: cluster-up cluster-down e2e setup plugins plugins-release lint test test-unit test-slurm demo bench-priority bench-submit fuzz clean
+.PHONY: cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-slurm demo bench-priority bench-submit fuzz clean
 
 ## setup: system packages, test users, and the configured Slurm source tree (idempotent)
 setup:
@@ -41,11 +41,21 @@ test-unit: setup
 test-slurm: plugins
 	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/test $(CARGO) test -p fairway-tests -- --test-threads=1
 
-## test: every test
-test: lint test-unit test-slurm
+## test-e2e: the end-to-end suite on a docker cluster of each Slurm version, one at a time
+E2E_VERSIONS ?= 22.05 24.11 26.05
+test-e2e: setup
+	for v in $(E2E_VERSIONS); do $(MAKE) --no-print-directory e2e SLURM=$$v; done
 
-## demo: a Fairway-enabled single-node cluster running a mix of jobs
-demo: plugins-release
+## test: every test
+test: lint test-unit test-slurm test-e2e
+
+## demo: the docker cluster of $(SLURM) (24.11 by default) running a mix of AI jobs; left up
+demo: cluster-up
+	$(CARGO) build -q -p fairway-tests --bin fairway-demo
+	FAIRWAY_DEMO_DOCKER=$(SLURM) target/debug/fairway-demo
+
+## demo-host: the same idea on a single-node cluster of the host's Slurm, every plugin built here
+demo-host: plugins-release
 	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/release bash scripts/demo.sh
 
 ## cluster-up / cluster-down: the docker cluster for one Slurm version (SLURM=22.05|24.11|26.05)

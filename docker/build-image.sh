@@ -20,8 +20,11 @@ log=/tmp/fairway-image-$suite.log
 cleanup() {
     # Unmount whatever debootstrap or we left mounted before deleting, and never cross
     # into another file system.
+    local rc=$?
+    umount -l "$root/proc" 2>/dev/null || true
     findmnt -R -n -o TARGET "$root" 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
-    rm -rf --one-file-system "$root"
+    rm -rf --one-file-system "$root" || true
+    exit $rc
 }
 trap cleanup EXIT
 start=$SECONDS
@@ -40,10 +43,12 @@ retry() { # the network is the only flaky part
 retry debootstrap --variant=minbase "$suite" "$root" "$mirror" || { cp "$root/debootstrap/debootstrap.log" /tmp/ 2>/dev/null; exit 1; }
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod +x "$root/usr/sbin/policy-rc.d"
+# The mirror served here can be a frozen snapshot whose sid Release file has expired.
+echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99fairway"
 mount -t proc proc "$root/proc"
 retry chroot "$root" apt-get update
 retry chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $pkgs
-umount "$root/proc"
+umount "$root/proc" 2>/dev/null || umount -l "$root/proc" # a maintainer script may leave a process behind
 chroot "$root" apt-get clean
 # Smaller image; services are started by the cluster's own entrypoint, never by dpkg.
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/*

@@ -39,6 +39,10 @@ wait_until() {
     local start=$SECONDS
     until "$@" >/dev/null 2>&1; do
         [ $((SECONDS - start)) -ge "$t" ] && fail "timed out after ${t}s waiting for $what"
+        # A daemon that died will not come back: say so now rather than at the timeout.
+        local dead
+        dead=$(compose ps 2>/dev/null | awk '/Exit/ {print $1}' | tr '\n' ' ')
+        [ -z "$dead" ] || fail "container(s) exited while waiting for $what: $dead"
         sleep 1
     done
     echo "cluster.sh: $what ($((SECONDS - start)) s)"

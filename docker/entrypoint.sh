@@ -29,6 +29,8 @@ start_munge() {
 
 case $role in
 db)
+    # bookworm's package leaves the socket directory to systemd's tmpfiles.
+    install -d -o mysql -g mysql /run/mysqld
     if [ ! -d /var/lib/mysql/mysql ]; then
         mariadb-install-db --user=mysql --skip-test-db >/dev/null
     fi

@@ -1,21 +1,223 @@
-//! `make demo`: a single-node Fairway-enabled Slurm cluster running a mix of AI jobs.
+//! `make demo`: a Fairway-enabled Slurm cluster running a mix of AI jobs.
 //!
-//! Starts the same real cluster the tests use (munged, MariaDB, slurmdbd, slurmctld,
-//! slurmd) with Fairway's plugins from `$FAIRWAY_PLUGIN_DIR`, submits jobs from several
-//! teams, and shows the queue draining with squeue, sprio and sshare.
+//! With `FAIRWAY_DEMO_DOCKER=<version>` (what `make demo` sets) it drives the docker
+//! cluster of that Slurm version, already started by `docker/cluster.sh up`: four GPU
+//! nodes, several teams, job_submit/fairway filling in and refusing requests, a 2-node
+//! pre-training gang, sweeps in the scavenger QoS. Without it (`make demo-host`) it
+//! starts the single-node host cluster the tests use with every plugin built here.
+//! Either way it shows the queue draining with squeue, sprio and sshare.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use fairway_tests::{Cluster, ClusterSpec, Slurm};
+use fairway_tests::{Cluster, ClusterSpec, DockerCluster, Slurm};
 
-fn show(c: &Cluster, title: &str, prog: &str, args: &[&str]) -> Result<()> {
+fn show(c: &impl Slurm, title: &str, prog: &str, args: &[&str]) -> Result<()> {
     let out = c.cmd(prog, args)?;
     println!("\n== {title}: {prog} {}\n{}{}", args.join(" "), out.stdout, out.stderr);
     Ok(())
 }
 
 fn main() -> Result<()> {
+    match std::env::var("FAIRWAY_DEMO_DOCKER") {
+        Ok(version) if !version.is_empty() => docker(&version),
+        _ => host(),
+    }
+}
+
+/// Submits `jobs`, printing each id or the plugin's refusal as the user sees it.
+fn submit(c: &impl Slurm, jobs: &[(&str, &str, Vec<&str>)]) -> Vec<(String, u32)> {
+    let mut ids = Vec::new();
+    for (user, what, args) in jobs {
+        match c.sbatch(user, args) {
+            Ok(id) => {
+                println!("  {user:<9} {what:<44} -> job {id}");
+                ids.push((what.to_string(), id));
+            }
+            Err(e) => println!("  {user:<9} {what:<44} -> refused:\n      {}", e.trim().replace('\n', "\n      ")),
+        }
+    }
+    ids
+}
+
+/// Shows the queue every few seconds until it is empty (or `limit` passes).
+fn drain(c: &impl Slurm, limit: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let q = c.cmd("squeue", &["-h"])?;
+        if q.stdout.trim().is_empty() {
+            println!("\nqueue drained in {} s", start.elapsed().as_secs());
+            return Ok(());
+        }
+        show(
+            c,
+            &format!("queue at {:>3}s", start.elapsed().as_secs()),
+            "squeue",
+            &["-o", "%.8i %.18j %.9u %.8a %.10q %.8T %.10M %.6D %R"],
+        )?;
+        if start.elapsed() > limit {
+            println!("queue did not drain in {} s; stopping anyway", limit.as_secs());
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+}
+
+/// The docker cluster: 2 DGX-H100-like nodes, 2 nodes of 4 x A100 in NVLink pairs.
+fn docker(version: &str) -> Result<()> {
+    std::env::set_var("FAIRWAY_E2E", version);
+    let c = DockerCluster::from_env()?;
+    println!("Slurm {version} docker cluster (login, ctld, dbd, db, c1-c4); Fairway's lines in slurmctld's log:");
+    for line in c.logs("ctld").lines().filter(|l| l.contains("fairway")).take(12) {
+        println!("  {line}");
+    }
+    show(&c, "nodes", "sinfo", &["-N", "-o", "%.6N %.10P %.6t %.16G"])?;
+    for u in fairway_tests::TEST_USERS {
+        let _ = c.cmd("scancel", &["-u", u]);
+    }
+    println!("\nSubmitting a mix of AI jobs from three teams (vision, nlp, product):");
+    let jobs: Vec<(&str, &str, Vec<&str>)> = vec![
+        (
+            "fw_alice",
+            "debug run, 1 GPU, 2 min",
+            vec!["-J", "debug-vit", "-p", "debug", "-t", "2", "--gres=gpu:h100:1", "--wrap=sleep 5"],
+        ),
+        (
+            "fw_alice",
+            "LoRA fine-tune, GPUs left to Fairway",
+            vec![
+                "-J",
+                "lora-llama-8b",
+                "-p",
+                "a100",
+                "-t",
+                "30",
+                "--comment=fairway: model=8b method=lora precision=bf16",
+                "--wrap=sleep 20",
+            ],
+        ),
+        (
+            "fw_bob",
+            "full fine-tune 8B on 4 x A100, checkpoints",
+            vec![
+                "-J",
+                "ft-llama-8b",
+                "-p",
+                "a100",
+                "-t",
+                "30",
+                "--gres=gpu:a100:4",
+                "--comment=fairway: model=8b method=full precision=bf16 ckpt=120s",
+                "--wrap=sleep 25",
+            ],
+        ),
+        (
+            "fw_bob",
+            "full fine-tune 70B on 4 x A100 (too small)",
+            vec![
+                "-J",
+                "ft-llama-70b",
+                "-p",
+                "a100",
+                "-t",
+                "60",
+                "--gres=gpu:a100:4",
+                "--comment=fairway: model=70b method=full precision=bf16",
+                "--wrap=sleep 25",
+            ],
+        ),
+        (
+            "fw_dave",
+            "pre-training gang, 2 nodes x 8 H100",
+            vec![
+                "-J",
+                "pretrain-1b",
+                "-p",
+                "gpu",
+                "-N",
+                "2",
+                "--ntasks-per-node=8",
+                "--gres=gpu:h100:8",
+                "-t",
+                "30",
+                "--wrap=sleep 30",
+            ],
+        ),
+        (
+            "fw_dave",
+            "gang with 6 GPUs per node (not NVLink-aligned)",
+            vec!["-J", "pretrain-bad", "-p", "gpu", "-N", "2", "--gres=gpu:h100:6", "-t", "30", "--wrap=sleep 30"],
+        ),
+        (
+            "fw_carol",
+            "sweep, 6 x 1 A100, opportunistic",
+            vec![
+                "-J",
+                "sweep-lr",
+                "-p",
+                "a100",
+                "--array=0-5",
+                "-t",
+                "10",
+                "--gres=gpu:a100:1",
+                "--comment=fairway: tier=opportunistic ckpt=30s",
+                "--wrap=sleep 10",
+            ],
+        ),
+        (
+            "fw_carol",
+            "urgent eval, high QoS",
+            vec!["-J", "eval-release", "-p", "gpu", "--qos=high", "-t", "10", "--gres=gpu:h100:2", "--wrap=sleep 5"],
+        ),
+    ];
+    let ids = submit(&c, &jobs);
+    for (what, id) in &ids {
+        if what.starts_with("LoRA") || what.starts_with("sweep") {
+            let shown = c.cmd("scontrol", &["-o", "show", "job", &id.to_string()])?.stdout;
+            let keep: Vec<&str> = shown
+                .split_whitespace()
+                .filter(|f| {
+                    ["JobId=", "QOS=", "Partition=", "TresPerNode=", "TresPerJob=", "Requeue=", "AdminComment="]
+                        .iter()
+                        .any(|k| f.starts_with(k))
+                })
+                .collect();
+            println!("\n== what job_submit/fairway set on \"{what}\":\n  {}", keep.join(" "));
+        }
+    }
+    show(&c, "priorities", "sprio", &["-l"])?;
+    drain(&c, Duration::from_secs(240))?;
+    // Usage reaches sshare at the next priority recalculation (PriorityCalcPeriod=1).
+    c.wait_until("usage reaches sshare", || {
+        let out = c.cmd("sshare", &["-a", "-h", "-P", "-o", "RawUsage"])?.stdout;
+        Ok(out.lines().any(|l| l.trim().parse::<u64>().unwrap_or(0) > 0))
+    })?;
+    show(
+        &c,
+        "fair share",
+        "sshare",
+        &["-a", "-l", "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"],
+    )?;
+    show(
+        &c,
+        "accounting",
+        "sacct",
+        &["-a", "-X", "-o", "JobID,JobName%16,User,Account,QOS,State,Elapsed,AllocTRES%40"],
+    )?;
+    let p = format!("fairway-{}", version.replace('.', ""));
+    println!(
+        "\nThe cluster is still up. Where to look next:\n  \
+         - a shell on the login node: docker exec -it -u fw_alice -w /shared/jobs {p}_login_1 bash\n  \
+         - Fairway in slurmctld's log: docker logs {p}_ctld_1 2>&1 | grep fairway\n  \
+         - the rules in force: .cache/docker/{version}/etc/fairway.toml (edit, then scontrol reconfigure)\n  \
+         - the other Slurm versions: make demo SLURM=22.05 (every plugin) or SLURM=26.05\n  \
+         - stop it: make cluster-down SLURM={version}"
+    );
+    Ok(())
+}
+
+/// The single-node host cluster with every plugin built for the host's Slurm.
+fn host() -> Result<()> {
     let s = |v: &str| v.to_string();
     let spec = ClusterSpec {
         users: vec![
@@ -66,24 +268,7 @@ fn main() -> Result<()> {
         }
     }
     show(&c, "priorities (SITE = Fairway's terms)", "sprio", &["-l"])?;
-    let start = Instant::now();
-    loop {
-        let q = c.cmd("squeue", &["-h"])?;
-        if q.stdout.trim().is_empty() {
-            break;
-        }
-        show(
-            &c,
-            &format!("queue at {:>3}s", start.elapsed().as_secs()),
-            "squeue",
-            &["-o", "%.8i %.18j %.9u %.10q %.8T %.10M %R"],
-        )?;
-        if start.elapsed() > Duration::from_secs(180) {
-            println!("queue did not drain in 180 s; stopping anyway");
-            break;
-        }
-        std::thread::sleep(Duration::from_secs(4));
-    }
+    drain(&c, Duration::from_secs(180))?;
     // Fair Tree ranks users at each recalculation (PriorityCalcPeriod=1 minute here):
     // wait for the next one so the table reflects the usage just accrued.
     println!("\nWaiting for the next priority recalculation (at most a minute)...");
