@@ -30,6 +30,8 @@ pub struct Config {
     pub predictor: PredictorConfig,
     /// `[job_submit]`: the rules of `job_submit/fairway`. All off by default.
     pub job_submit: crate::submit::config::JobSubmitConfig,
+    /// `[preempt]`: how `preempt/fairway` orders victims and sizes grace times.
+    pub preempt: crate::preempt::config::PreemptConfig,
 }
 
 /// `[priority]`: Fairway's terms, added to multifactor's factors through the site
