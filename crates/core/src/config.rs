@@ -338,5 +338,6 @@ mod shipped {
         assert_eq!(c.job_submit.gpu.len(), 2);
         assert_eq!(c.job_submit.checkpoint.signal.number, 10);
         assert!(c.job_submit.checkpoint.signal.batch_only);
+        assert_eq!((c.preempt.min_runtime, c.preempt.max_grace("scavenger")), (600, Some(600)));
     }
 }
