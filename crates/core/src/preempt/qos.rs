@@ -150,7 +150,7 @@ pub fn preemptable(
     if or.name == ee.name {
         (or.preempt_mode.within || global.within) && preemptor_prio > preemptee_prio
     } else {
-        or.preempt.iter().any(|q| *q == ee.name)
+        or.preempt.contains(&ee.name)
     }
 }
 
