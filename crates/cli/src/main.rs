@@ -7,6 +7,8 @@
 //! - `fairway trace synth` writes a synthetic AI workload in `sacct -P` format.
 //! - `fairway topo` shows a node's GPU topology (from a topology file or NVML) and
 //!   writes its gres.conf lines.
+//! - `fairway ckpt-done`, run inside a job chosen for preemption once its checkpoint is
+//!   saved, requeues the job at once (`scontrol requeue`).
 //!
 //! The simulator subcommand arrives with its issue.
 #![forbid(unsafe_code)]
@@ -19,6 +21,7 @@ use clap::{Parser, Subcommand};
 use fairway_core::check;
 use fairway_core::config::{self, Config};
 
+mod ckpt;
 mod predict;
 mod topo;
 
@@ -50,6 +53,9 @@ enum Command {
     Trace(predict::TraceCommand),
     /// Show a node's GPU topology (GPU-GPU links, GPU-NUMA/cores) or its gres.conf lines.
     Topo(topo::TopoArgs),
+    /// Inside a job chosen for preemption, once its checkpoint is saved: requeue the
+    /// job now (scontrol requeue $SLURM_JOB_ID), or cancel it if it is not requeueable.
+    CkptDone(ckpt::CkptDoneArgs),
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -57,6 +63,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Predict(c) => predict::predict(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(c) => predict::trace(c).map(|()| ExitCode::SUCCESS),
         Command::Topo(a) => topo::topo(a).map(|()| ExitCode::SUCCESS),
+        Command::CkptDone(a) => ckpt::ckpt_done(a).map(|()| ExitCode::SUCCESS),
         Command::CheckConfig { file, slurm_conf } => {
             let path = file.unwrap_or_else(|| config::path_beside(&slurm_conf));
             let config = match Config::load(&path) {

@@ -62,3 +62,15 @@ fn terms_that_nothing_applies_are_a_warning() {
     assert_eq!(code, 0);
     assert!(stdout.contains("warning: fairway.toml turns on Fairway's priority terms"), "{stdout}");
 }
+
+#[test]
+fn preempt_section_is_checked() {
+    let (code, stdout, _) =
+        check(Some("[preempt]\nmin_runtime = \"15:00\"\n[preempt.qos.scavenger]\nmax_grace = 300\n"));
+    assert_eq!(code, 0);
+    assert!(stdout.contains("min_runtime: 900"), "{stdout}");
+
+    let (code, _, stderr) = check(Some("[preempt]\nmin_grace = 30\n[preempt.qos.scavenger]\nmax_grace = 20\n"));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("qos.scavenger.max_grace (20 s) is below min_grace (30 s)"), "{stderr}");
+}

@@ -30,6 +30,8 @@ pub struct Config {
     pub predictor: PredictorConfig,
     /// `[job_submit]`: the rules of `job_submit/fairway`. All off by default.
     pub job_submit: crate::submit::config::JobSubmitConfig,
+    /// `[preempt]`: how `preempt/fairway` orders victims and sizes grace times.
+    pub preempt: crate::preempt::config::PreemptConfig,
 }
 
 /// `[priority]`: Fairway's terms, added to multifactor's factors through the site
@@ -336,5 +338,6 @@ mod shipped {
         assert_eq!(c.job_submit.gpu.len(), 2);
         assert_eq!(c.job_submit.checkpoint.signal.number, 10);
         assert!(c.job_submit.checkpoint.signal.batch_only);
+        assert_eq!((c.preempt.min_runtime, c.preempt.max_grace("scavenger")), (600, Some(600)));
     }
 }

@@ -14,6 +14,8 @@
 //! - [`terms`]: Fairway's own priority terms (predicted work, deadline, starvation).
 //! - [`predict`]: run-time prediction: time limit, Tsafrir's last two with correction, and a
 //!   learned upper-quantile model, with a trace replay that scores them.
+//! - [`preempt`]: `preempt/fairway`'s policy: `preempt/qos` semantics, victim order and
+//!   choice, and grace times long enough for a declared checkpoint.
 //! - [`submit`]: `job_submit/fairway`'s rules: directive, tiers, QoS, gangs, defaults.
 //! - [`topology`]: a node's GPUs, NUMA nodes and NVLink lanes (Fairway's topology file),
 //!   the gres.conf lines that describe them, and the choice of the best-connected GPUs.
@@ -25,6 +27,7 @@ pub mod config;
 pub mod fairshare;
 pub mod multifactor;
 pub mod predict;
+pub mod preempt;
 pub mod submit;
 pub mod terms;
 pub mod time;

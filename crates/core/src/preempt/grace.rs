@@ -1,0 +1,146 @@
+//! Grace time: how long a victim has between the checkpoint signal and being stopped
+//! (`PREEMPT_DATA_GRACE_TIME`).
+//!
+//! ```text
+//! grace = min(max(ckpt × (1 + grace_margin), min_grace), qos cap)
+//! ```
+//!
+//! where `ckpt` is the checkpoint time the job declared in its directive (`ckpt=5m`),
+//! else a predicted checkpoint time, else the grace is `default_grace` (floored and
+//! capped the same way). The QoS cap (`[preempt.qos.<name>] max_grace`) wins over
+//! `min_grace`: it is what the site promised the preemptor.
+
+use crate::submit::directive;
+
+use super::config::PreemptConfig;
+
+/// Where a grace time came from, for the plugin's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraceSource {
+    /// The job's directive declared `ckpt=` this many seconds.
+    Declared {
+        /// Declared checkpoint time, seconds.
+        ckpt: u32,
+    },
+    /// No declaration; a predicted checkpoint time of this many seconds.
+    Predicted {
+        /// Predicted checkpoint time, seconds.
+        ckpt: u32,
+    },
+    /// Neither: `default_grace`.
+    Default,
+}
+
+/// A victim's grace time and how it was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grace {
+    /// Grace time in seconds.
+    pub secs: u32,
+    /// What it is based on.
+    pub source: GraceSource,
+    /// Whether the QoS cap shortened it.
+    pub capped: bool,
+}
+
+/// The grace time of a victim in QoS `qos`.
+///
+/// `directive_text` is the text holding the job's Fairway directive (`--comment`, or
+/// `--extra` on 23.02+); it is read with the same parser as `job_submit/fairway`
+/// ([`directive::find`]). A text without a directive, or with one that no longer parses
+/// (an admin edited the comment), declares nothing. `predicted_ckpt` is a predicted
+/// checkpoint time in seconds, if the caller has one.
+pub fn grace_time(cfg: &PreemptConfig, qos: &str, directive_text: Option<&str>, predicted_ckpt: Option<u32>) -> Grace {
+    let declared = directive_text.and_then(|t| directive::find(t).ok().flatten()).and_then(|d| d.ckpt);
+    let (wanted, source) = match (declared, predicted_ckpt) {
+        (Some(ckpt), _) => (with_margin(ckpt, cfg.grace_margin), GraceSource::Declared { ckpt }),
+        (None, Some(ckpt)) => (with_margin(ckpt, cfg.grace_margin), GraceSource::Predicted { ckpt }),
+        (None, None) => (u64::from(cfg.default_grace), GraceSource::Default),
+    };
+    let floored = wanted.max(u64::from(cfg.min_grace));
+    let cap = cfg.max_grace(qos).map_or(u64::from(u32::MAX), u64::from);
+    Grace { secs: floored.min(cap) as u32, source, capped: floored > cap }
+}
+
+/// `ckpt × (1 + margin)`, rounded up to whole seconds.
+fn with_margin(ckpt: u32, margin: f64) -> u64 {
+    // margin ≤ 10 and ckpt ≤ u32::MAX: the product fits in u64 exactly enough.
+    (f64::from(ckpt) * (1.0 + margin.max(0.0))).ceil() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::super::config::QosPreempt;
+    use super::*;
+
+    fn cfg() -> PreemptConfig {
+        let mut c = PreemptConfig::default();
+        c.qos.insert("scavenger".into(), QosPreempt { max_grace: 300 });
+        c
+    }
+
+    #[test]
+    fn declared_checkpoint_time_plus_margin() {
+        let g = grace_time(&cfg(), "normal", Some("fairway: model=7b ckpt=100s"), Some(999));
+        assert_eq!(g, Grace { secs: 120, source: GraceSource::Declared { ckpt: 100 }, capped: false });
+        // Rounded up.
+        assert_eq!(grace_time(&cfg(), "normal", Some("fairway: ckpt=101"), None).secs, 122);
+    }
+
+    #[test]
+    fn prediction_then_default() {
+        let g = grace_time(&cfg(), "normal", Some("nightly eval"), Some(200));
+        assert_eq!(g, Grace { secs: 240, source: GraceSource::Predicted { ckpt: 200 }, capped: false });
+        let g = grace_time(&cfg(), "normal", None, None);
+        assert_eq!(g, Grace { secs: 60, source: GraceSource::Default, capped: false });
+    }
+
+    #[test]
+    fn an_invalid_directive_declares_nothing() {
+        let g = grace_time(&cfg(), "normal", Some("fairway: ckpt=forever"), None);
+        assert_eq!(g.source, GraceSource::Default);
+    }
+
+    #[test]
+    fn floor_and_qos_cap() {
+        let g = grace_time(&cfg(), "normal", Some("fairway: ckpt=5s"), None);
+        assert_eq!(g.secs, 30);
+        let g = grace_time(&cfg(), "scavenger", Some("fairway: ckpt=1h"), None);
+        assert_eq!(g, Grace { secs: 300, source: GraceSource::Declared { ckpt: 3600 }, capped: true });
+        let g = grace_time(&cfg(), "normal", Some("fairway: ckpt=1h"), None);
+        assert_eq!((g.secs, g.capped), (4320, false));
+    }
+
+    #[test]
+    fn the_cap_wins_over_the_floor() {
+        let mut c = cfg();
+        c.qos.insert("tiny".into(), QosPreempt { max_grace: 10 });
+        assert_eq!(grace_time(&c, "tiny", None, None).secs, 10);
+    }
+
+    proptest! {
+        #[test]
+        fn grace_is_within_floor_and_cap(
+            ckpt in proptest::option::of(1u32..=21_600),
+            predicted in proptest::option::of(0u32..1_000_000),
+            margin in 0.0f64..=10.0,
+            min_grace in 0u32..=120,
+            cap in proptest::option::of(120u32..=3600),
+        ) {
+            let mut c = PreemptConfig { grace_margin: margin, min_grace, ..PreemptConfig::default() };
+            if let Some(m) = cap {
+                c.qos.insert("q".into(), QosPreempt { max_grace: m });
+            }
+            let text = ckpt.map(|s| format!("fairway: ckpt={s}s"));
+            let g = grace_time(&c, "q", text.as_deref(), predicted);
+            prop_assert!(g.secs >= min_grace);
+            if let Some(m) = cap {
+                prop_assert!(g.secs <= m);
+            }
+            if let (Some(s), false) = (ckpt, g.capped) {
+                prop_assert!(f64::from(g.secs) >= f64::from(s) * (1.0 + margin) - 1e-6);
+            }
+        }
+    }
+}
