@@ -198,6 +198,10 @@ fn docker(version: &str) -> Result<()> {
         "sshare",
         &["-a", "-l", "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"],
     )?;
+    // slurmctld hands finished jobs to slurmdbd asynchronously.
+    c.wait_until("slurmdbd has the jobs", || {
+        Ok(c.cmd("sacct", &["-a", "-X", "-n", "-P", "-o", "JobID"])?.stdout.lines().count() >= ids.len())
+    })?;
     show(
         &c,
         "accounting",
