@@ -70,7 +70,11 @@ build_plugins() {
             cargo build --release --manifest-path "$root/Cargo.toml" -p job_submit_fairway --no-default-features
         install -m 0755 "$root/target/slurm-$full/release/libjob_submit_fairway.so" "$PLUGINS/job_submit_fairway.so"
     fi
-    echo "cluster.sh: plugins for Slurm $full: $(cd "$PLUGINS" && ls | tr '\n' ' ')"
+    # The fairway command, for jobs (`fairway ckpt-done`) and admins on the nodes. Built
+    # on the host (bookworm): its glibc is no newer than any image's.
+    cargo build -q --release --manifest-path "$root/Cargo.toml" -p fairway-cli
+    install -D -m 0755 "$root/target/release/fairway" "$PLUGINS/bin/fairway"
+    echo "cluster.sh: plugins for Slurm $full: $(cd "$PLUGINS" && ls *.so | tr '\n' ' ')"
 }
 
 gen_config() {
@@ -78,6 +82,11 @@ gen_config() {
     [ -f "$ETC/munge.key" ] || dd if=/dev/urandom of="$ETC/munge.key" bs=1024 count=1 status=none
     local prio=priority/multifactor
     [ -f "$PLUGINS/priority_fairway.so" ] && prio=priority/fairway
+    local preempt=preempt/qos
+    [ -f "$PLUGINS/preempt_fairway.so" ] && preempt=preempt/fairway
+    # The checkpoint signal (--signal) instead of SIGTERM when a job is preempted.
+    local user_signal=SlurmctldParameters=preempt_send_user_signal
+    [ "$ver" = 22.05 ] || user_signal=PreemptParameters=send_user_signal
     cat >"$ETC/slurm.conf" <<CONF
 ClusterName=fairway
 SlurmctldHost=ctld
@@ -113,8 +122,9 @@ PriorityWeightFairshare=10000
 PriorityWeightAge=1000
 PriorityWeightQOS=5000
 PriorityCalcPeriod=1
-PreemptType=preempt/qos
+PreemptType=$preempt
 PreemptMode=REQUEUE
+$user_signal
 JobSubmitPlugins=fairway
 NodeName=c[1-2] Sockets=2 CoresPerSocket=56 ThreadsPerCore=1 RealMemory=100000 Gres=gpu:h100:8 State=UNKNOWN
 NodeName=c[3-4] Sockets=2 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=50000 Gres=gpu:a100:4 State=UNKNOWN
@@ -164,7 +174,10 @@ StorageUser=slurm
 StorageLoc=slurm_acct_db
 CONF
     chmod 600 "$ETC/slurmdbd.conf"
-    cp "$root/config/fairway.gpu-cluster.toml" "$ETC/fairway.toml"
+    # The shipped GPU-cluster rules; jobs count as young for 30 s, not 10 min, so the
+    # e2e tests need not wait that long.
+    sed 's/^min_runtime = .*/min_runtime = 30                     # docker test cluster: short/' \
+        "$root/config/fairway.gpu-cluster.toml" >"$ETC/fairway.toml"
 }
 
 nodes_idle() {

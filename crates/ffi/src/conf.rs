@@ -59,6 +59,12 @@ pub fn slurm_user_id() -> u32 {
     unsafe { (*std::ptr::addr_of!(slurm_sys::slurm_conf)).slurm_user_id }
 }
 
+/// `PreemptMode` from slurm.conf (`PREEMPT_MODE_*` bits).
+pub fn preempt_mode() -> u16 {
+    // SAFETY: plain read of an integer field of the initialised global config.
+    unsafe { (*std::ptr::addr_of!(slurm_sys::slurm_conf)).preempt_mode }
+}
+
 /// `FairShareDampeningFactor` from slurm.conf.
 pub fn fs_dampening_factor() -> u16 {
     // SAFETY: plain read of an integer field of the initialised global config.

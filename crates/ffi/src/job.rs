@@ -407,6 +407,85 @@ impl<'a> JobRecord<'a> {
         }
     }
 
+    /// Whether the job is running (or suspended: it still holds its nodes).
+    pub fn is_running(&self) -> bool {
+        let base = self.0.job_state & slurm_sys::JOB_STATE_BASE;
+        base == slurm_sys::JOB_RUNNING || base == slurm_sys::JOB_SUSPENDED
+    }
+
+    /// When the job (last) started; 0 if it has not.
+    pub fn start_time(&self) -> i64 {
+        self.0.start_time
+    }
+
+    /// Nodes allocated (or requested, while pending).
+    pub fn node_cnt(&self) -> u32 {
+        self.0.node_cnt
+    }
+
+    /// Times the job was requeued (preemptions included).
+    pub fn restart_cnt(&self) -> u32 {
+        u32::from(self.0.restart_cnt)
+    }
+
+    /// `--comment`, where `fairway:` directives live on 22.05.
+    pub fn comment(&self) -> Option<Cow<'_, str>> {
+        opt_str(self.0.comment)
+    }
+
+    /// The job's QoS as preemption sees it, if it has one.
+    pub fn qos(&self) -> Option<QosView<'_>> {
+        // SAFETY: `qos_ptr` is NULL or points into assoc_mgr's QoS list, which the
+        // callers of preemption and priority hooks keep alive (as preempt/qos assumes).
+        unsafe { self.0.qos_ptr.as_ref() }.map(QosView)
+    }
+}
+
+/// A QoS record (`slurmdb_qos_rec_t`) reached from a job.
+#[cfg(feature = "internal")]
+pub struct QosView<'a>(&'a slurm_sys::slurmdb_qos_rec_t);
+
+#[cfg(feature = "internal")]
+impl QosView<'_> {
+    /// Its id (the bit in other QoS's `Preempt=` lists).
+    pub fn id(&self) -> u32 {
+        self.0.id
+    }
+
+    /// Its name.
+    pub fn name(&self) -> Cow<'_, str> {
+        opt_str(self.0.name).unwrap_or(Cow::Borrowed(""))
+    }
+
+    /// `Priority=`.
+    pub fn priority(&self) -> u32 {
+        self.0.priority
+    }
+
+    /// `PreemptMode=` bits (`PREEMPT_MODE_*`; 0 = not set).
+    pub fn preempt_mode(&self) -> u16 {
+        self.0.preempt_mode
+    }
+
+    /// `GraceTime=` seconds.
+    pub fn grace_time(&self) -> u32 {
+        self.0.grace_time
+    }
+
+    /// Whether this QoS's `Preempt=` list names `other`.
+    pub fn preempts(&self, other: &QosView<'_>) -> bool {
+        let bits = self.0.preempt_bitstr;
+        if bits.is_null() {
+            return false;
+        }
+        // SAFETY: a non-NULL `preempt_bitstr` is a bitstring sized for every QoS id
+        // (assoc_mgr sizes it by the QoS count), as preempt/qos relies on too.
+        unsafe { slurm_sys::bit_test(bits, i64::from(other.id())) != 0 }
+    }
+}
+
+#[cfg(feature = "internal")]
+impl JobRecord<'_> {
     /// `--nice`, without Slurm's `NICE_OFFSET` (positive = lower priority).
     pub fn nice(&self) -> i64 {
         // SAFETY: `details` is NULL or valid for the job's lifetime.

@@ -29,6 +29,8 @@ pub enum GraceSource {
     },
     /// Neither: `default_grace`.
     Default,
+    /// Neither, and the QoS has its own `GraceTime` ([`victim_grace`]).
+    Qos,
 }
 
 /// A victim's grace time and how it was reached.
@@ -59,6 +61,23 @@ pub fn grace_time(cfg: &PreemptConfig, qos: &str, directive_text: Option<&str>, 
     let floored = wanted.max(u64::from(cfg.min_grace));
     let cap = cfg.max_grace(qos).map_or(u64::from(u32::MAX), u64::from);
     Grace { secs: floored.min(cap) as u32, source, capped: floored > cap }
+}
+
+/// The grace time `preempt/fairway` gives a victim: [`grace_time`], except that a job
+/// declaring nothing (and with no prediction) keeps its QoS's own `GraceTime`
+/// (sacctmgr) when the site set one, as `preempt/qos` would, instead of `default_grace`.
+pub fn victim_grace(
+    cfg: &PreemptConfig,
+    qos: &str,
+    qos_grace_time: u32,
+    directive_text: Option<&str>,
+    predicted_ckpt: Option<u32>,
+) -> Grace {
+    let g = grace_time(cfg, qos, directive_text, predicted_ckpt);
+    if g.source == GraceSource::Default && qos_grace_time > 0 {
+        return Grace { secs: qos_grace_time, source: GraceSource::Qos, capped: false };
+    }
+    g
 }
 
 /// `ckpt × (1 + margin)`, rounded up to whole seconds.
@@ -94,6 +113,15 @@ mod tests {
         assert_eq!(g, Grace { secs: 240, source: GraceSource::Predicted { ckpt: 200 }, capped: false });
         let g = grace_time(&cfg(), "normal", None, None);
         assert_eq!(g, Grace { secs: 60, source: GraceSource::Default, capped: false });
+    }
+
+    #[test]
+    fn an_undeclared_job_keeps_its_qos_grace_time() {
+        let g = victim_grace(&cfg(), "scavenger", 45, None, None);
+        assert_eq!(g, Grace { secs: 45, source: GraceSource::Qos, capped: false });
+        // A declaration wins over the QoS's GraceTime; no GraceTime means the default.
+        assert_eq!(victim_grace(&cfg(), "scavenger", 45, Some("fairway: ckpt=100s"), None).secs, 120);
+        assert_eq!(victim_grace(&cfg(), "scavenger", 0, None, None).source, GraceSource::Default);
     }
 
     #[test]

@@ -28,5 +28,5 @@ pub mod qos;
 pub mod victim;
 
 pub use config::PreemptConfig;
-pub use grace::{grace_time, Grace, GraceSource};
+pub use grace::{grace_time, victim_grace, Grace, GraceSource};
 pub use victim::{choose_victims, is_preemptable, preempt_prio, Candidate};

@@ -1,0 +1,122 @@
+//! `preempt/fairway`: `PreemptType=preempt/fairway`, preempt/qos semantics plus
+//! checkpoint-before-preempt.
+//!
+//! Who may preempt whom is exactly preempt/qos (`sacctmgr ... set Preempt=`, same-QoS
+//! with `PreemptMode=WITHIN`), through `fairway_core::preempt::qos`. On top, from the
+//! `[preempt]` section of `fairway.toml` (`fairway_core::preempt`):
+//!
+//! - Grace time per victim, from the checkpoint time its directive declares
+//!   (`--comment "fairway: ckpt=60s"`) plus a margin, capped per QoS; with
+//!   `SlurmctldParameters=preempt_send_user_signal` the victim gets its `--signal`
+//!   (job_submit/fairway sets one for checkpointing jobs in preemptible QoS) at the
+//!   start of that grace. A job that has saved its checkpoint runs `fairway ckpt-done`,
+//!   which requeues it at once instead of waiting out the grace.
+//! - Candidate order: jobs within `min_runtime` of their start last, then lowest
+//!   priority, then least work lost since the start; Slurm takes the lowest first.
+//! - A budget: a job requeued `max_preemptions` times is no longer preemptable.
+//!
+//! A job is preempted whole (all its nodes) by Slurm itself; nothing here splits a gang.
+
+use std::borrow::Cow;
+
+use fairway_core::preempt::{self, qos, Candidate, PreemptConfig};
+use fairway_core::Config;
+use fairway_ffi::job::{JobRecord, QosView};
+use fairway_ffi::plugin::Preempt;
+
+/// The plugin's state for the life of slurmctld.
+pub struct FairwayPreempt {
+    cfg: PreemptConfig,
+    /// `PreemptMode` of slurm.conf.
+    global: qos::PreemptMode,
+}
+
+/// The QoS as the core's preempt/qos model sees it; `preempts` names `other` when this
+/// QoS's `Preempt=` list holds it (the only list entry a pairwise check needs).
+fn core_qos(q: &QosView<'_>, other: Option<&QosView<'_>>) -> qos::Qos {
+    let preempt = other.filter(|o| q.preempts(o)).map(|o| vec![o.name().into_owned()]).unwrap_or_default();
+    qos::Qos {
+        name: q.name().into_owned(),
+        preempt,
+        preempt_mode: qos::PreemptMode::from_bits(q.preempt_mode()),
+        grace_time: q.grace_time(),
+        priority: q.priority(),
+    }
+}
+
+fn candidate(job: &JobRecord<'_>) -> Candidate {
+    Candidate {
+        job_id: job.job_id(),
+        gpus: job.gpus(),
+        nodes: job.node_cnt(),
+        priority: job.priority(),
+        qos: job.qos().map(|q| q.name().into_owned()).unwrap_or_default(),
+        start_time: job.start_time(),
+        // slurmctld does not know when a job last saved; count from its start.
+        last_checkpoint: None,
+        preempt_count: job.restart_cnt(),
+    }
+}
+
+impl Preempt for FairwayPreempt {
+    fn init(config: Config) -> Result<Self, String> {
+        fairway_ffi::conf::log_findings(&config);
+        let global = qos::PreemptMode::from_bits(fairway_ffi::conf::preempt_mode());
+        let c = &config.preempt;
+        tracing::info!(
+            "preempt/qos semantics, PreemptMode={:?}; min_runtime={}s max_preemptions={} grace: ckpt+{:.0}%, min {}s, default {}s, {} QoS caps",
+            global.action,
+            c.min_runtime,
+            c.max_preemptions,
+            c.grace_margin * 100.0,
+            c.min_grace,
+            c.default_grace,
+            c.qos.len()
+        );
+        Ok(Self { cfg: config.preempt, global })
+    }
+
+    fn preemptable(&self, preemptee: &JobRecord<'_>, preemptor: &JobRecord<'_>, _now: i64) -> bool {
+        let (ee_q, or_q) = (preemptee.qos(), preemptor.qos());
+        let ee = ee_q.as_ref().map(|q| core_qos(q, None));
+        let or = or_q.as_ref().map(|q| core_qos(q, ee_q.as_ref()));
+        qos::preemptable(or.as_ref(), ee.as_ref(), preemptor.priority(), preemptee.priority(), self.global)
+            && preempt::is_preemptable(&candidate(preemptee), &self.cfg)
+    }
+
+    fn enabled(&self) -> bool {
+        self.global.action != qos::Action::Off
+    }
+
+    fn mode(&self, job: &JobRecord<'_>) -> u16 {
+        let q = job.qos().map(|q| core_qos(&q, None));
+        let action = qos::mode(q.as_ref(), self.global);
+        qos::PreemptMode { action, within: false, gang: false }.to_bits()
+    }
+
+    fn prio(&self, job: &JobRecord<'_>, now: i64) -> u32 {
+        preempt::preempt_prio(&candidate(job), now, &self.cfg)
+    }
+
+    fn grace_time(&self, job: &JobRecord<'_>) -> u32 {
+        let q = job.qos();
+        let name = q.as_ref().map_or(Cow::Borrowed(""), |q| q.name());
+        let g = preempt::victim_grace(
+            &self.cfg,
+            &name,
+            q.as_ref().map_or(0, |q| q.grace_time()),
+            job.comment().as_deref(),
+            None,
+        );
+        tracing::info!(
+            "JobId={} (QoS {name}) chosen for preemption: grace {} s ({:?}{}); it may end it early with `fairway ckpt-done`",
+            job.job_id(),
+            g.secs,
+            g.source,
+            if g.capped { ", capped by the QoS" } else { "" }
+        );
+        g.secs
+    }
+}
+
+fairway_ffi::preempt_plugin!(name: "Fairway preemption plugin", type: "preempt/fairway", impl: FairwayPreempt);
