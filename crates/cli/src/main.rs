@@ -7,8 +7,8 @@
 //! - `fairway trace synth` writes a synthetic AI workload in `sacct -P` format.
 //! - `fairway topo` shows a node's GPU topology (from a topology file or NVML) and
 //!   writes its gres.conf lines.
-//!
-//! The simulator subcommand arrives with its issue.
+//! - `fairway sim` replays a trace or a synthetic workload on a simulated GPU cluster under
+//!   FIFO, multifactor, Fairway and an oracle SJF, and compares them (`fairway-sim`).
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -20,6 +20,7 @@ use fairway_core::check;
 use fairway_core::config::{self, Config};
 
 mod predict;
+mod sim;
 mod topo;
 
 /// Fairway: fair, GPU-aware scheduling for Slurm.
@@ -50,6 +51,9 @@ enum Command {
     Trace(predict::TraceCommand),
     /// Show a node's GPU topology (GPU-GPU links, GPU-NUMA/cores) or its gres.conf lines.
     Topo(topo::TopoArgs),
+    /// Simulate a GPU cluster on a job trace (or a synthetic workload) under FIFO,
+    /// multifactor, Fairway and oracle SJF priorities, with EASY backfill, and compare them.
+    Sim(Box<sim::SimArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -57,6 +61,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Predict(c) => predict::predict(c).map(|()| ExitCode::SUCCESS),
         Command::Trace(c) => predict::trace(c).map(|()| ExitCode::SUCCESS),
         Command::Topo(a) => topo::topo(a).map(|()| ExitCode::SUCCESS),
+        Command::Sim(a) => sim::sim(*a).map(|()| ExitCode::SUCCESS),
         Command::CheckConfig { file, slurm_conf } => {
             let path = file.unwrap_or_else(|| config::path_beside(&slurm_conf));
             let config = match Config::load(&path) {

@@ -148,14 +148,14 @@ impl Workload {
                 w.dropped.no_runtime += 1;
                 continue;
             };
-            if !(j.gpus > 0.0) {
+            if j.gpus.is_nan() || j.gpus <= 0.0 {
                 w.dropped.no_gpus += 1;
                 continue;
             }
             let gpus = j.gpus.ceil().min(f64::from(u32::MAX)) as u32;
             let mut nodes = j.nodes.unwrap_or(1).max(1);
             let mut per_node = gpus / nodes;
-            if gpus % nodes != 0 || per_node > max_node || per_node == 0 {
+            if !gpus.is_multiple_of(nodes) || per_node > max_node || per_node == 0 {
                 nodes = gpus.div_ceil(max_node.max(1));
                 per_node = gpus.div_ceil(nodes);
                 w.dropped.reshaped += 1;

@@ -3,6 +3,7 @@ use fairway_trace::{Job, JobState};
 
 use super::*;
 
+#[allow(clippy::too_many_arguments)] // a table row of the hand-made traces
 fn job(id: &str, submit: i64, runtime: u64, limit: u64, gpus: u32, nodes: u32, user: &str, account: &str) -> Job {
     Job {
         id: id.into(),
