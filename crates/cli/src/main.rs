@@ -9,8 +9,8 @@
 //!   writes its gres.conf lines.
 //! - `fairway ckpt-done`, run inside a job chosen for preemption once its checkpoint is
 //!   saved, requeues the job at once (`scontrol requeue`).
-//!
-//! The simulator subcommand arrives with its issue.
+//! - `fairway sim` replays a trace or a synthetic workload on a simulated GPU cluster under
+//!   FIFO, multifactor, Fairway and an oracle SJF, and compares them (`fairway-sim`).
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -23,6 +23,7 @@ use fairway_core::config::{self, Config};
 
 mod ckpt;
 mod predict;
+mod sim;
 mod topo;
 
 /// Fairway: fair, GPU-aware scheduling for Slurm.
@@ -56,6 +57,9 @@ enum Command {
     /// Inside a job chosen for preemption, once its checkpoint is saved: requeue the
     /// job now (scontrol requeue $SLURM_JOB_ID), or cancel it if it is not requeueable.
     CkptDone(ckpt::CkptDoneArgs),
+    /// Simulate a GPU cluster on a job trace (or a synthetic workload) under FIFO,
+    /// multifactor, Fairway and oracle SJF priorities, with EASY backfill, and compare them.
+    Sim(Box<sim::SimArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -64,6 +68,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Trace(c) => predict::trace(c).map(|()| ExitCode::SUCCESS),
         Command::Topo(a) => topo::topo(a).map(|()| ExitCode::SUCCESS),
         Command::CkptDone(a) => ckpt::ckpt_done(a).map(|()| ExitCode::SUCCESS),
+        Command::Sim(a) => sim::sim(*a).map(|()| ExitCode::SUCCESS),
         Command::CheckConfig { file, slurm_conf } => {
             let path = file.unwrap_or_else(|| config::path_beside(&slurm_conf));
             let config = match Config::load(&path) {

@@ -11,6 +11,7 @@
 //!   every job that is not starving, older starvation first.
 
 use crate::config::PriorityConfig;
+use crate::multifactor::{self, Factors, JobInput, Weights};
 
 /// One GPU-hour, the work at which the predicted-work factor is 1/2.
 pub const WORK_SCALE_GPU_SECONDS: f64 = 3600.0;
@@ -111,6 +112,30 @@ pub fn replace_site_part(current: u32, last: Option<(u32, i64)>, mine: i64) -> u
     (base + mine).clamp(0, i64::from(u32::MAX)) as u32
 }
 
+/// A pending job's priority under `priority/fairway`, from its inputs alone.
+///
+/// Multifactor's [`factors`](multifactor::factors), with Fairway's weighted terms
+/// ([`site_bonus`]) added to the site factor, summed by [`multifactor::priority`]; a
+/// starving job gets [`starving_priority`] instead. This is the arithmetic of the priority
+/// plugin's `priority()` (which also stores the factors for `sprio`), as one pure function
+/// for the simulator and for tests. With every term off it equals multifactor's priority.
+/// Returns the factors (site factor included), the terms and the priority.
+pub fn priority_with_terms(
+    w: &Weights,
+    input: &JobInput,
+    config: &PriorityConfig,
+    t: &TermsInput,
+) -> (Factors, Terms, u32) {
+    let mut f = multifactor::factors(w, input);
+    let terms = compute(config, t);
+    f.site = (i64::from(f.site) + site_bonus(config, &terms)).clamp(0, i64::from(u32::MAX)) as u32;
+    let prio = match terms.starving_for {
+        Some(s) => starving_priority(s),
+        None => multifactor::priority(w, &f),
+    };
+    (f, terms, prio)
+}
+
 /// Whether any of Fairway's terms is on.
 pub fn any_enabled(config: &PriorityConfig) -> bool {
     config.weight_predicted_work > 0 || config.weight_deadline > 0 || config.max_wait.is_some()
@@ -176,6 +201,59 @@ mod tests {
         // an admin set 100 since: keep it, add ours
         assert_eq!(replace_site_part(O + 100, Some((O + 300, 300)), 500), O + 600);
         assert_eq!(replace_site_part(0, None, -5), 0);
+    }
+
+    fn mf() -> (Weights, JobInput) {
+        let w = Weights { age: 1000, fairshare: 10_000, job_size: 1000, max_age: 7 * 86_400, ..Weights::default() };
+        let j = JobInput {
+            now: 10_000,
+            accrue_time: 10_000 - 3600,
+            fairshare: 0.5,
+            min_cpus: 4,
+            min_nodes: 1,
+            cluster_cpus: 64,
+            node_count: 8,
+            has_assoc: true,
+            site_factor: multifactor::NICE_OFFSET,
+            nice: multifactor::NICE_OFFSET,
+            ..JobInput::default()
+        };
+        (w, j)
+    }
+
+    #[test]
+    fn priority_with_terms_off_is_multifactors() {
+        let (w, j) = mf();
+        let t =
+            TermsInput { now: 10_000, eligible_since: 1, expected_runtime: 600.0, gpus: 4, ..TermsInput::default() };
+        let (f, terms, p) = priority_with_terms(&w, &j, &PriorityConfig::default(), &t);
+        assert_eq!(terms, Terms::default());
+        assert_eq!(f, multifactor::factors(&w, &j));
+        assert_eq!(p, multifactor::priority(&w, &multifactor::factors(&w, &j)));
+        // 5.95 (age) + 5000 (fair share) + 1000 × (1/8 + 4/64)/2 = 5099.7
+        assert_eq!(p, 5099);
+    }
+
+    #[test]
+    fn priority_with_terms_adds_the_bonus_or_lifts_a_starving_job() {
+        let (w, j) = mf();
+        let c = PriorityConfig { weight_predicted_work: 1000, weight_deadline: 0, max_wait: Some(Seconds(7200)) };
+        // 900 s × 4 GPUs = one GPU-hour: factor 1/2, bonus 500.
+        let t = TermsInput {
+            now: 10_000,
+            eligible_since: 10_000 - 3600,
+            expected_runtime: 900.0,
+            gpus: 4,
+            ..TermsInput::default()
+        };
+        let (f, terms, p) = priority_with_terms(&w, &j, &c, &t);
+        assert_eq!(terms.predicted_work, 0.5);
+        assert_eq!(f.site, multifactor::NICE_OFFSET + 500);
+        assert_eq!(p, 5099 + 500);
+        let starving = TermsInput { eligible_since: 10_000 - 7300, ..t };
+        let (_, terms, p) = priority_with_terms(&w, &j, &c, &starving);
+        assert_eq!(terms.starving_for, Some(100));
+        assert_eq!(p, starving_priority(100));
     }
 
     proptest! {

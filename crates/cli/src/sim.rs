@@ -1,0 +1,350 @@
+//! `fairway sim`: replay a trace (or a synthetic workload) on a simulated GPU cluster under
+//! several priority policies and compare them.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+use clap::Args;
+use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
+use comfy_table::{Cell, CellAlignment, Table};
+use fairway_core::config::Seconds;
+use fairway_sim::{Cluster, Metrics, Policy, SimConfig, Simulator, Workload};
+use fairway_trace::synth::{self, SynthConfig};
+use fairway_trace::Format;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+/// `fairway sim`.
+#[derive(Args)]
+pub struct SimArgs {
+    /// The trace file (or use --synth).
+    #[arg(long, requires = "format", conflicts_with = "synth")]
+    trace: Option<PathBuf>,
+    /// Its format: sacct, sacct-json, swf, eagle, openb, helios, philly, pai.
+    #[arg(long, value_parser = |s: &str| s.parse::<Format>())]
+    format: Option<Format>,
+    /// Simulate the synthetic AI workload of `fairway trace synth` instead of a trace.
+    #[arg(long)]
+    synth: bool,
+    /// Synthetic jobs.
+    #[arg(long, default_value_t = 5000)]
+    jobs: usize,
+    /// Synthetic workload seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Synthetic teams (accounts).
+    #[arg(long, default_value_t = 5)]
+    teams: usize,
+    /// Synthetic users per team.
+    #[arg(long, default_value_t = 4)]
+    users_per_team: usize,
+    /// Synthetic mean seconds between submissions outside working hours (a third of it in
+    /// working hours): smaller means more load.
+    #[arg(long, default_value_t = 600.0)]
+    interarrival: f64,
+    /// Policy to simulate: fifo, multifactor, fairway, sjf-oracle.
+    #[arg(long, default_value = "fairway", value_parser = |s: &str| s.parse::<Policy>())]
+    policy: Policy,
+    /// Simulate several policies and compare them (comma-separated); overrides --policy.
+    #[arg(long, value_delimiter = ',', value_parser = |s: &str| s.parse::<Policy>())]
+    compare: Vec<Policy>,
+    /// Nodes [default: 16, or the node list's].
+    #[arg(long)]
+    nodes: Option<u32>,
+    /// GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    gpus_per_node: u32,
+    /// Take the nodes from Alibaba openb's node list CSV (`openb_node_list_gpu_node.csv`).
+    #[arg(long, conflicts_with = "nodes")]
+    node_list: Option<PathBuf>,
+    /// Time limit, seconds, of jobs whose trace has none (then also the longest a job runs).
+    #[arg(long, default_value_t = 3 * 86_400)]
+    default_limit: u64,
+    /// Strict priority order instead of EASY backfill.
+    #[arg(long)]
+    no_backfill: bool,
+    /// Seconds between priority recalculations and usage decay passes (PriorityCalcPeriod).
+    #[arg(long, default_value_t = 60)]
+    calc_period: i64,
+    /// Fairway's weight_predicted_work [default: twice PriorityWeightFairshare].
+    #[arg(long)]
+    weight_predicted_work: Option<u32>,
+    /// Fairway's max_wait (starvation bound), seconds; 0 turns it off.
+    #[arg(long, default_value_t = 2 * 86_400)]
+    max_wait: u64,
+    /// PriorityDecayHalfLife, seconds.
+    #[arg(long, default_value_t = 7 * 86_400)]
+    half_life: u32,
+    /// Print CSV instead of a table.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
+    /// Print JSON instead of a table.
+    #[arg(long, conflicts_with = "markdown")]
+    json: bool,
+    /// Print the table as Markdown.
+    #[arg(long, conflicts_with = "csv")]
+    markdown: bool,
+    /// Write CDFs of JCT and wait per policy to this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct WorkloadSummary {
+    source: String,
+    jobs: usize,
+    dropped: fairway_sim::Dropped,
+    nodes: usize,
+    gpus: u64,
+    offered_load: f64,
+}
+
+#[derive(Serialize)]
+struct Row {
+    policy: String,
+    #[serde(flatten)]
+    metrics: Metrics,
+    sim_seconds: f64,
+}
+
+/// Runs `fairway sim`.
+pub fn sim(a: SimArgs) -> anyhow::Result<()> {
+    let (trace, source) = match (&a.trace, a.format, a.synth) {
+        (Some(path), Some(format), _) => {
+            (fairway_trace::load_path(format, path)?, format!("{} ({format})", path.display()))
+        }
+        (None, _, true) => {
+            let cfg = SynthConfig {
+                jobs: a.jobs,
+                seed: a.seed,
+                teams: a.teams,
+                users_per_team: a.users_per_team,
+                mean_interarrival_s: a.interarrival,
+                ..SynthConfig::default()
+            };
+            (
+                synth::generate(&cfg),
+                format!("synthetic ({} jobs, seed {}, interarrival {} s)", a.jobs, a.seed, a.interarrival),
+            )
+        }
+        _ => bail!("give --trace PATH --format FORMAT, or --synth"),
+    };
+    let cluster = match (&a.node_list, a.nodes) {
+        (Some(path), _) => {
+            let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+            Cluster::from_openb_nodes(std::io::BufReader::new(file))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        }
+        (None, n) => Cluster::uniform(n.unwrap_or(16), a.gpus_per_node),
+    };
+    if cluster.total_gpus() == 0 {
+        bail!("the cluster has no GPUs");
+    }
+    let workload = Workload::prepare(&trace, &cluster, a.default_limit);
+    if workload.jobs.is_empty() {
+        bail!("no job of the trace can be simulated (none has a run time and GPUs)");
+    }
+    let summary = WorkloadSummary {
+        source,
+        jobs: workload.jobs.len(),
+        dropped: workload.dropped,
+        nodes: cluster.nodes.len(),
+        gpus: cluster.total_gpus(),
+        offered_load: workload.offered_load(&cluster),
+    };
+    let policies = if a.compare.is_empty() { vec![a.policy] } else { a.compare.clone() };
+    let mut base = SimConfig {
+        backfill: !a.no_backfill,
+        calc_period: a.calc_period,
+        half_life: a.half_life,
+        ..SimConfig::default()
+    };
+    if let Some(w) = a.weight_predicted_work {
+        base.fairway.weight_predicted_work = w;
+    }
+    base.fairway.max_wait = (a.max_wait > 0).then_some(Seconds(a.max_wait));
+
+    let mut rows = Vec::new();
+    let mut cdfs = Vec::new();
+    for &policy in &policies {
+        let bar = ProgressBar::new(workload.jobs.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} jobs [{elapsed}]")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(policy.to_string());
+        let started = Instant::now();
+        let result = Simulator::new(&workload, &cluster, SimConfig { policy, ..base.clone() })
+            .run(&mut |done| bar.set_position(done as u64));
+        let secs = started.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+        eprintln!(
+            "fairway sim: {policy}: {} jobs on {} GPUs simulated in {secs:.2} s ({} scheduling passes)",
+            workload.jobs.len(),
+            cluster.total_gpus(),
+            result.passes
+        );
+        if a.plot.is_some() {
+            let mut jct: Vec<f64> =
+                workload.jobs.iter().zip(&result.outcomes).map(|(j, o)| (o.end - j.submit) as f64).collect();
+            let mut wait: Vec<f64> =
+                workload.jobs.iter().zip(&result.outcomes).map(|(j, o)| (o.start - j.submit) as f64).collect();
+            jct.sort_by(f64::total_cmp);
+            wait.sort_by(f64::total_cmp);
+            cdfs.push((policy, jct, wait));
+        }
+        rows.push(Row { policy: policy.to_string(), metrics: result.metrics, sim_seconds: secs });
+    }
+
+    if let Some(path) = &a.plot {
+        plot(path, &summary, &cdfs).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if a.json {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            workload: &'a WorkloadSummary,
+            results: &'a [Row],
+        }
+        println!("{}", serde_json::to_string_pretty(&Out { workload: &summary, results: &rows })?);
+    } else if a.csv {
+        let mut w = csv::Writer::from_writer(std::io::stdout());
+        for r in &rows {
+            w.serialize(r)?;
+        }
+        w.flush()?;
+    } else {
+        print_table(&summary, &rows, a.markdown);
+    }
+    Ok(())
+}
+
+/// Seconds as s, min or h.
+fn dur(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{:.2} h", s / 3600.0)
+    }
+}
+
+fn print_table(s: &WorkloadSummary, rows: &[Row], markdown: bool) {
+    let d = &s.dropped;
+    println!(
+        "{}: {} jobs on {} nodes / {} GPUs, offered load {:.2} (left out: {} without run time, {} without GPUs, {} too big; {} cut to their limit, {} reshaped)",
+        s.source, s.jobs, s.nodes, s.gpus, s.offered_load, d.no_runtime, d.no_gpus, d.too_big, d.truncated, d.reshaped
+    );
+    let base = rows.iter().find(|r| r.policy == "multifactor").map(|r| &r.metrics);
+    let ratio = |x: f64, b: Option<f64>| match b {
+        Some(b) if b > 0.0 => format!("{:.2}", x / b),
+        Some(_) if x == 0.0 => "1.00".into(),
+        _ => "–".into(),
+    };
+    if markdown {
+        println!();
+    }
+    let mut t = Table::new();
+    t.load_preset(if markdown { ASCII_MARKDOWN } else { UTF8_FULL_CONDENSED });
+    let large = rows.first().map_or(0, |r| r.metrics.large_gpus);
+    t.set_header(vec![
+        "policy".to_string(),
+        "mean JCT".into(),
+        "median JCT".into(),
+        "mean wait".into(),
+        "p95 wait".into(),
+        "p99 wait".into(),
+        "max wait".into(),
+        "mean bsld".into(),
+        "util".into(),
+        "Jain (users)".into(),
+        "share dev".into(),
+        format!("p99 wait ≥{large} GPUs"),
+        "JCT ÷ mf".into(),
+        "p99 large ÷ mf".into(),
+        "share dev ÷ mf".into(),
+    ]);
+    for r in rows {
+        let m = &r.metrics;
+        let mut cells = vec![Cell::new(&r.policy)];
+        for text in [
+            dur(m.mean_jct),
+            dur(m.median_jct),
+            dur(m.mean_wait),
+            dur(m.p95_wait),
+            dur(m.p99_wait),
+            dur(m.max_wait),
+            format!("{:.2}", m.mean_bsld),
+            format!("{:.1}%", m.utilisation * 100.0),
+            format!("{:.3}", m.jain_users),
+            format!("{:.1}%", m.share_deviation * 100.0),
+            dur(m.p99_wait_large),
+            ratio(m.mean_jct, base.map(|b| b.mean_jct)),
+            ratio(m.p99_wait_large, base.map(|b| b.p99_wait_large)),
+            ratio(m.share_deviation, base.map(|b| b.share_deviation)),
+        ] {
+            cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+        }
+        t.add_row(cells);
+    }
+    println!("{t}");
+}
+
+type Cdf = (Policy, Vec<f64>, Vec<f64>);
+
+/// CDFs of JCT (left) and wait (right), log x axis from 1 s.
+fn plot(path: &std::path::Path, s: &WorkloadSummary, cdfs: &[Cdf]) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let root = root
+        .titled(&format!("{} jobs, {} GPUs, offered load {:.2}", s.jobs, s.gpus, s.offered_load), ("sans-serif", 18))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (left, right) = root.split_horizontally(600);
+    for (area, name, which) in [(left, "JCT", 0usize), (right, "wait", 1)] {
+        let max = cdfs
+            .iter()
+            .flat_map(|(_, j, w)| if which == 0 { j.last() } else { w.last() })
+            .fold(10.0f64, |a, &b| a.max(b * 1.2));
+        let mut chart = ChartBuilder::on(&area)
+            .caption(format!("CDF of {name}"), ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d((1f64..max).log_scale(), 0f64..1f64)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc(format!("{name}, seconds (log; 0 drawn at 1)"))
+            .y_desc("fraction of jobs")
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        for (k, (policy, jct, wait)) in cdfs.iter().enumerate() {
+            let values = if which == 0 { jct } else { wait };
+            let n = values.len();
+            let step = (n / 2000).max(1);
+            let mut points: Vec<(f64, f64)> =
+                values.iter().enumerate().step_by(step).map(|(i, v)| (v.max(1.0), (i + 1) as f64 / n as f64)).collect();
+            if let Some(&v) = values.last() {
+                points.push((v.max(1.0), 1.0));
+            }
+            let color = Palette99::pick(k).to_rgba();
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .label(policy.to_string())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}

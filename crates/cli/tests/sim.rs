@@ -1,0 +1,62 @@
+//! `fairway sim` end to end.
+
+use std::process::Command;
+
+fn fairway(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fairway")).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn compares_policies_as_json_and_plots_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("cdf.svg");
+    let (code, out, err) = fairway(&[
+        "sim",
+        "--synth",
+        "--jobs",
+        "300",
+        "--nodes",
+        "4",
+        "--compare",
+        "multifactor,fairway,sjf-oracle",
+        "--json",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let results = v["results"].as_array().unwrap();
+    let policies: Vec<&str> = results.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["multifactor", "fairway", "sjf-oracle"]);
+    assert_eq!(v["workload"]["jobs"], 300);
+    assert!(results.iter().all(|r| r["mean_jct"].as_f64().unwrap() > 0.0));
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("CDF of JCT") && svg.contains("sjf-oracle"), "{svg:.300}");
+    assert!(err.contains("simulated in"), "{err}");
+}
+
+#[test]
+fn table_has_ratios_to_multifactor() {
+    let (code, out, err) =
+        fairway(&["sim", "--synth", "--jobs", "200", "--nodes", "2", "--compare", "fifo,multifactor", "--markdown"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("| multifactor |"), "{out}");
+    let mf = out.lines().find(|l| l.starts_with("| multifactor")).unwrap();
+    let cells: Vec<&str> = mf.split('|').map(str::trim).filter(|c| !c.is_empty()).collect();
+    assert_eq!(cells[cells.len() - 3..], ["1.00", "1.00", "1.00"], "{mf}");
+}
+
+#[test]
+fn refuses_without_a_workload_and_names_bad_policies() {
+    let (code, _, err) = fairway(&["sim", "--policy", "fifo"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--synth"), "{err}");
+    let (code, _, err) = fairway(&["sim", "--synth", "--policy", "lottery"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("sjf-oracle"), "{err}");
+}

@@ -1,0 +1,546 @@
+//! The event loop: arrivals, ends, priority passes and EASY backfill.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
+use fairway_core::fairshare::{self, Assoc, AssocTree};
+use fairway_core::multifactor::{self, JobInput, NICE_OFFSET};
+use fairway_core::predict::RuntimePredictor;
+use fairway_core::terms::{self, TermsInput};
+use serde::Serialize;
+
+use crate::metrics::{water_fill, Metrics};
+use crate::{Cluster, Policy, SimConfig, Workload};
+
+/// What happened to one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobOutcome {
+    /// Start time.
+    pub start: i64,
+    /// End time.
+    pub end: i64,
+    /// (node, GPUs) it ran on.
+    pub alloc: Vec<(u32, u32)>,
+}
+
+/// A finished simulation.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimResult {
+    /// The policy simulated.
+    pub policy: Policy,
+    /// Per job, in [`Workload::jobs`] order.
+    pub outcomes: Vec<JobOutcome>,
+    /// The summary.
+    pub metrics: Metrics,
+    /// Scheduling passes run.
+    pub passes: u64,
+}
+
+/// The reservation of EASY backfill for the first job that does not fit.
+struct Reservation {
+    /// When the job will start at the latest (by the running jobs' limits).
+    shadow: i64,
+    /// Per node, GPUs a job ending after `shadow` may take now without delaying it.
+    cap_long: Vec<u32>,
+}
+
+/// One simulation run over a workload.
+pub struct Simulator<'a> {
+    w: &'a Workload,
+    cfg: SimConfig,
+    total_gpus: u64,
+    free: Vec<u32>,
+    total_free: u64,
+    /// Running jobs by (start + limit, job).
+    running: BTreeSet<(i64, usize)>,
+    /// Running jobs by true end.
+    ends: BinaryHeap<Reverse<(i64, usize)>>,
+    alloc: Vec<Vec<(u32, u32)>>,
+    start: Vec<Option<i64>>,
+    end: Vec<Option<i64>>,
+    /// Pending jobs sorted by (`key`, index).
+    pending: Vec<usize>,
+    key: Vec<i64>,
+    tree: AssocTree,
+    /// Tree index of each association (user within account).
+    assoc_node: Vec<usize>,
+    /// Fair-share factor of each association.
+    fs: Vec<f64>,
+    shares: Vec<u32>,
+    last_pass: Option<i64>,
+    accounted: Vec<i64>,
+    unaccounted: Vec<(usize, f64, u32)>,
+    predictor: RuntimePredictor,
+    pred: Vec<Option<(u32, u64)>>,
+    key_version: Vec<u32>,
+    acct_running: Vec<u64>,
+    acct_pending: Vec<u64>,
+    share_dev_sum: f64,
+    share_dev_samples: u64,
+    passes: u64,
+    finished: usize,
+}
+
+impl<'a> Simulator<'a> {
+    /// A simulator of `workload` on `cluster` under `cfg`, before time starts.
+    pub fn new(workload: &'a Workload, cluster: &Cluster, cfg: SimConfig) -> Self {
+        let n = workload.jobs.len();
+        let shares: Vec<u32> = workload
+            .accounts
+            .iter()
+            .map(|a| cfg.shares.iter().find(|(name, _)| name == a).map_or(cfg.default_shares, |(_, s)| *s))
+            .collect();
+        let (tree, assoc_node) = build_tree(workload, &shares);
+        Simulator {
+            w: workload,
+            total_gpus: cluster.total_gpus(),
+            free: cluster.nodes.clone(),
+            total_free: cluster.total_gpus(),
+            running: BTreeSet::new(),
+            ends: BinaryHeap::new(),
+            alloc: vec![Vec::new(); n],
+            start: vec![None; n],
+            end: vec![None; n],
+            pending: Vec::new(),
+            key: vec![0; n],
+            fs: vec![1.0; workload.assocs.len()],
+            tree,
+            assoc_node,
+            shares,
+            last_pass: None,
+            accounted: vec![0; n],
+            unaccounted: Vec::new(),
+            predictor: RuntimePredictor::default(),
+            pred: vec![None; n],
+            key_version: vec![0; workload.keys],
+            acct_running: vec![0; workload.accounts.len()],
+            acct_pending: vec![0; workload.accounts.len()],
+            share_dev_sum: 0.0,
+            share_dev_samples: 0,
+            passes: 0,
+            finished: 0,
+            cfg,
+        }
+    }
+
+    /// Multifactor's input for pending job `j` at `now`: the translation of a simulated job
+    /// into what `priority/multifactor` reads. GPUs stand in for CPUs (the job-size factor
+    /// is GPUs and nodes over the cluster's); one partition, no QOS, no association priority,
+    /// no nice; the age counts from submission (jobs are eligible at once).
+    pub fn job_input(&self, j: usize, now: i64) -> JobInput {
+        let job = &self.w.jobs[j];
+        JobInput {
+            now,
+            accrue_time: job.submit,
+            fairshare: self.fs[job.assoc],
+            total_cpus: 0,
+            min_cpus: job.gpus(),
+            max_cpus: None,
+            min_nodes: job.nodes,
+            time_limit: Some(job.limit.div_ceil(60).min(u64::from(u32::MAX)) as u32),
+            part_max_time: u32::MAX,
+            cluster_cpus: self.total_gpus.min(u64::from(u32::MAX)) as u32,
+            node_count: self.free.len() as u32,
+            part_priority_job_factor: 1,
+            part_norm_priority: 1.0,
+            has_assoc: true,
+            site_factor: NICE_OFFSET,
+            nice: NICE_OFFSET,
+            ..JobInput::default()
+        }
+    }
+
+    /// Fairway's terms input for pending job `j` at `now`: expected run time from the
+    /// predictor as it has learned so far (last two runs of the same key, capped by the
+    /// limit; the limit without history).
+    pub fn terms_input(&mut self, j: usize, now: i64) -> TermsInput {
+        let job = &self.w.jobs[j];
+        let version = self.key_version[job.key_id];
+        let expected = match self.pred[j] {
+            Some((v, p)) if v == version => p,
+            _ => {
+                let p = self.predictor.predict(&job.key, Some(job.limit)).unwrap_or(job.limit);
+                self.pred[j] = Some((version, p));
+                p
+            }
+        };
+        TermsInput {
+            now,
+            eligible_since: job.submit,
+            deadline: None,
+            expected_runtime: expected as f64,
+            gpus: job.gpus(),
+        }
+    }
+
+    /// The priority of pending job `j` at `now` under the multifactor or Fairway policy,
+    /// computed by fairway-core; `None` for the policies without a Slurm priority.
+    pub fn priority(&mut self, j: usize, now: i64) -> Option<u32> {
+        match self.cfg.policy {
+            Policy::Multifactor => {
+                let input = self.job_input(j, now);
+                Some(multifactor::priority(&self.cfg.weights, &multifactor::factors(&self.cfg.weights, &input)))
+            }
+            Policy::Fairway => {
+                let input = self.job_input(j, now);
+                let t = self.terms_input(j, now);
+                Some(terms::priority_with_terms(&self.cfg.weights, &input, &self.cfg.fairway, &t).2)
+            }
+            Policy::Fifo | Policy::SjfOracle => None,
+        }
+    }
+
+    /// The fair-share factor of each association (user within account) as last computed.
+    pub fn fairshare_factors(&self) -> &[f64] {
+        &self.fs
+    }
+
+    fn sort_key(&mut self, j: usize, now: i64) -> i64 {
+        match self.cfg.policy {
+            Policy::Fifo => 0,
+            Policy::SjfOracle => {
+                let job = &self.w.jobs[j];
+                (job.runtime.saturating_mul(u64::from(job.gpus()))).min(i64::MAX as u64) as i64
+            }
+            Policy::Multifactor | Policy::Fairway => -i64::from(self.priority(j, now).unwrap_or(0)),
+        }
+    }
+
+    /// Runs to the end; `progress` is called with the number of finished jobs now and then.
+    pub fn run(mut self, progress: &mut dyn FnMut(usize)) -> SimResult {
+        let jobs = &self.w.jobs;
+        let n = jobs.len();
+        let period = self.cfg.calc_period.max(1);
+        let mut next_arrival = 0;
+        let mut next_tick = i64::MIN;
+        let mut reported = 0;
+        loop {
+            let busy = !self.pending.is_empty() || !self.running.is_empty();
+            let mut now = i64::MAX;
+            if let Some(j) = jobs.get(next_arrival) {
+                now = now.min(j.submit);
+            }
+            if let Some(Reverse((t, _))) = self.ends.peek() {
+                now = now.min(*t);
+            }
+            if busy {
+                now = now.min(next_tick);
+            }
+            if now == i64::MAX {
+                break;
+            }
+            while let Some(&Reverse((t, j))) = self.ends.peek() {
+                if t != now {
+                    break;
+                }
+                self.ends.pop();
+                self.finish(j, now);
+            }
+            while next_arrival < n && jobs[next_arrival].submit == now {
+                self.arrive(next_arrival, now);
+                next_arrival += 1;
+            }
+            if now >= next_tick {
+                self.tick(now);
+                next_tick = now + period;
+            }
+            self.schedule(now);
+            if self.finished >= reported + 1000 || self.finished == n {
+                reported = self.finished;
+                progress(reported);
+            }
+        }
+        let outcomes: Vec<JobOutcome> = (0..n)
+            .map(|j| JobOutcome {
+                start: self.start[j].expect("every job starts"),
+                end: self.end[j].expect("every job ends"),
+                alloc: std::mem::take(&mut self.alloc[j]),
+            })
+            .collect();
+        let share_dev =
+            if self.share_dev_samples == 0 { 0.0 } else { self.share_dev_sum / self.share_dev_samples as f64 };
+        let metrics = Metrics::compute(self.w, &outcomes, self.total_gpus, share_dev);
+        SimResult { policy: self.cfg.policy, outcomes, metrics, passes: self.passes }
+    }
+
+    fn arrive(&mut self, j: usize, now: i64) {
+        let k = self.sort_key(j, now);
+        self.key[j] = k;
+        let pos = self.pending.partition_point(|&p| (self.key[p], p) < (k, j));
+        self.pending.insert(pos, j);
+        let job = &self.w.jobs[j];
+        self.acct_pending[job.account] += u64::from(job.gpus());
+    }
+
+    fn finish(&mut self, j: usize, now: i64) {
+        let job = &self.w.jobs[j];
+        for &(node, g) in &self.alloc[j] {
+            self.free[node as usize] += g;
+        }
+        self.total_free += u64::from(job.gpus());
+        let start = self.start[j].expect("running job has started");
+        self.running.remove(&(start + job.limit as i64, j));
+        self.end[j] = Some(now);
+        self.unaccounted.push((job.assoc, (now - self.accounted[j]) as f64, job.gpus()));
+        self.predictor.record_with_limit(&job.key, job.runtime, Some(job.limit));
+        self.key_version[job.key_id] = self.key_version[job.key_id].wrapping_add(1);
+        self.acct_running[job.account] -= u64::from(job.gpus());
+        self.finished += 1;
+    }
+
+    fn begin(&mut self, j: usize, now: i64, alloc: Vec<(u32, u32)>) {
+        let job = &self.w.jobs[j];
+        debug_assert_eq!(alloc.len(), job.nodes as usize);
+        for &(node, g) in &alloc {
+            debug_assert_eq!(g, job.per_node);
+            self.free[node as usize] = self.free[node as usize].checked_sub(g).expect("GPUs over-allocated");
+        }
+        self.total_free -= u64::from(job.gpus());
+        self.alloc[j] = alloc;
+        self.start[j] = Some(now);
+        self.accounted[j] = now;
+        self.running.insert((now + job.limit as i64, j));
+        self.ends.push(Reverse((now + job.runtime as i64, j)));
+        self.acct_pending[job.account] -= u64::from(job.gpus());
+        self.acct_running[job.account] += u64::from(job.gpus());
+    }
+
+    /// A `PriorityCalcPeriod` pass: usage decay and accrual, Fair Tree, priorities; and a
+    /// share-deviation sample while jobs wait.
+    fn tick(&mut self, now: i64) {
+        if matches!(self.cfg.policy, Policy::Multifactor | Policy::Fairway) {
+            self.decay_pass(now);
+            for i in 0..self.pending.len() {
+                let j = self.pending[i];
+                self.key[j] = self.sort_key(j, now);
+            }
+            let key = &self.key;
+            self.pending.sort_unstable_by_key(|&j| (key[j], j));
+        }
+        if !self.pending.is_empty() {
+            let demand: Vec<f64> =
+                self.acct_running.iter().zip(&self.acct_pending).map(|(r, p)| (r + p) as f64).collect();
+            let weights: Vec<f64> = self.shares.iter().map(|&s| f64::from(s)).collect();
+            let target = water_fill(self.total_gpus as f64, &weights, &demand);
+            let dist: f64 = self.acct_running.iter().zip(&target).map(|(&a, t)| (a as f64 - t).abs()).sum();
+            self.share_dev_sum += dist / (2.0 * self.total_gpus as f64);
+            self.share_dev_samples += 1;
+        }
+    }
+
+    /// What `slurmctld`'s decay thread does each period: decay all usage by the time since the
+    /// last pass, add the GPU-seconds run since (decayed as Slurm decays them), rerun Fair Tree.
+    fn decay_pass(&mut self, now: i64) {
+        let factor = fairshare::decay_factor(self.cfg.half_life);
+        if let Some(last) = self.last_pass {
+            let real = fairshare::real_decay(factor, (now - last) as f64);
+            if real != 1.0 {
+                for a in &mut self.tree.nodes {
+                    a.usage_raw *= real;
+                }
+            }
+        }
+        self.last_pass = Some(now);
+        let mut added = std::mem::take(&mut self.unaccounted);
+        for &(_, j) in &self.running {
+            let job = &self.w.jobs[j];
+            added.push((job.assoc, (now - self.accounted[j]) as f64, job.gpus()));
+            self.accounted[j] = now;
+        }
+        for (assoc, run, gpus) in added {
+            if run <= 0.0 {
+                continue;
+            }
+            let usage = fairshare::decayed_run(factor, run) * f64::from(gpus);
+            let mut node = Some(self.assoc_node[assoc]);
+            while let Some(i) = node {
+                self.tree.nodes[i].usage_raw += usage;
+                node = self.tree.nodes[i].parent;
+            }
+        }
+        self.tree.fair_tree(self.assoc_node.len() as u32);
+        for (a, &i) in self.assoc_node.iter().enumerate() {
+            self.fs[a] = self.tree.nodes[i].fs_factor;
+        }
+    }
+
+    /// One scheduling pass at `now`.
+    fn schedule(&mut self, now: i64) {
+        self.passes += 1;
+        if self.pending.is_empty() || self.total_free == 0 {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let mut keep = Vec::with_capacity(pending.len());
+        let mut resv: Option<Reservation> = None;
+        // Shapes (nodes, GPUs per node, ends after the shadow) that did not fit in this pass:
+        // GPUs only get fewer within a pass, so they will not fit later in it either.
+        let mut failed: Vec<(u32, u32, bool)> = Vec::new();
+        let mut stop = false;
+        for &j in &pending {
+            if stop || self.total_free == 0 {
+                keep.push(j);
+                continue;
+            }
+            let job = &self.w.jobs[j];
+            let (nodes, per_node, gpus) = (job.nodes, job.per_node, u64::from(job.gpus()));
+            match &mut resv {
+                None => {
+                    if gpus <= self.total_free {
+                        if let Some(a) = choose(&self.free, None, nodes, per_node) {
+                            self.begin(j, now, a);
+                            continue;
+                        }
+                    }
+                    keep.push(j);
+                    if self.cfg.backfill {
+                        resv = Some(self.reserve(j, now));
+                    } else {
+                        stop = true;
+                    }
+                }
+                Some(r) => {
+                    let long = now + job.limit as i64 > r.shadow;
+                    if gpus > self.total_free
+                        || failed.iter().any(|&(n, g, l)| n <= nodes && g <= per_node && (!l || long))
+                    {
+                        keep.push(j);
+                        continue;
+                    }
+                    let cap = if long { Some(&r.cap_long[..]) } else { None };
+                    match choose(&self.free, cap, nodes, per_node) {
+                        Some(a) => {
+                            for &(node, g) in &a {
+                                let i = node as usize;
+                                if long {
+                                    r.cap_long[i] -= g;
+                                }
+                                r.cap_long[i] = r.cap_long[i].min(self.free[i] - g);
+                            }
+                            self.begin(j, now, a);
+                        }
+                        None => {
+                            failed.push((nodes, per_node, long));
+                            keep.push(j);
+                        }
+                    }
+                }
+            }
+        }
+        self.pending = keep;
+    }
+
+    /// EASY's reservation for job `j`: release running jobs in order of their limits until
+    /// `j` fits; the GPUs it would get then are kept from jobs that outlast that moment.
+    fn reserve(&self, j: usize, now: i64) -> Reservation {
+        let job = &self.w.jobs[j];
+        let (nodes, per_node) = (job.nodes, job.per_node);
+        let mut avail = self.free.clone();
+        let mut fitting = avail.iter().filter(|&&g| g >= per_node).count() as u32;
+        let mut shadow = None;
+        for &(limit_end, r) in &self.running {
+            if let Some(s) = shadow {
+                if limit_end > s {
+                    break;
+                }
+            }
+            for &(node, g) in &self.alloc[r] {
+                let i = node as usize;
+                let before = avail[i] >= per_node;
+                avail[i] += g;
+                if !before && avail[i] >= per_node {
+                    fitting += 1;
+                }
+            }
+            if shadow.is_none() && fitting >= nodes {
+                shadow = Some(limit_end.max(now));
+            }
+        }
+        let Some(shadow) = shadow else {
+            // Cannot happen for a job that fits the empty cluster; block nothing.
+            return Reservation { shadow: i64::MAX, cap_long: self.free.clone() };
+        };
+        let mut cap_long: Vec<u32> = avail.iter().zip(&self.free).map(|(&a, &f)| a.min(f)).collect();
+        for (node, g) in choose(&avail, None, nodes, per_node).expect("fits at the shadow time") {
+            let i = node as usize;
+            cap_long[i] = self.free[i].min(avail[i] - g);
+        }
+        Reservation { shadow, cap_long }
+    }
+}
+
+/// Best fit: `nodes` distinct nodes with at least `per_node` GPUs available (in `free`,
+/// and within `cap` when given), fewest available first, then lowest index.
+fn choose(free: &[u32], cap: Option<&[u32]>, nodes: u32, per_node: u32) -> Option<Vec<(u32, u32)>> {
+    let avail = |i: usize| cap.map_or(free[i], |c| c[i].min(free[i]));
+    if nodes == 1 {
+        let mut best: Option<(u32, usize)> = None;
+        for i in 0..free.len() {
+            let a = avail(i);
+            if a >= per_node && best.is_none_or(|(b, _)| a < b) {
+                best = Some((a, i));
+                if a == per_node {
+                    break;
+                }
+            }
+        }
+        return best.map(|(_, i)| vec![(i as u32, per_node)]);
+    }
+    let mut c: Vec<(u32, usize)> = (0..free.len()).map(|i| (avail(i), i)).filter(|&(a, _)| a >= per_node).collect();
+    if c.len() < nodes as usize {
+        return None;
+    }
+    c.sort_unstable();
+    let mut a: Vec<(u32, u32)> = c[..nodes as usize].iter().map(|&(_, i)| (i as u32, per_node)).collect();
+    a.sort_unstable();
+    Some(a)
+}
+
+/// root → accounts → users (one association per user within each account). Shares are
+/// normalised within each level, as `assoc_mgr` normalises them for Fair Tree; users have 1
+/// share each.
+fn build_tree(w: &Workload, shares: &[u32]) -> (AssocTree, Vec<usize>) {
+    let mut t = AssocTree::default();
+    t.nodes.push(Assoc { name: "root".into(), shares_raw: 1, level_shares: 1, shares_norm: 1.0, ..Assoc::default() });
+    let level: u32 = shares.iter().sum::<u32>().max(1);
+    let mut account_node = Vec::new();
+    for (a, name) in w.accounts.iter().enumerate() {
+        let i = t.nodes.len();
+        t.nodes.push(Assoc {
+            name: name.clone(),
+            parent: Some(AssocTree::ROOT),
+            fs_parent: Some(AssocTree::ROOT),
+            shares_raw: shares[a],
+            level_shares: level,
+            shares_norm: f64::from(shares[a]) / f64::from(level),
+            ..Assoc::default()
+        });
+        t.nodes[AssocTree::ROOT].children.push(i);
+        account_node.push(i);
+    }
+    let mut users_in = vec![0u32; w.accounts.len()];
+    for &(a, _) in &w.assocs {
+        users_in[a] += 1;
+    }
+    let mut assoc_node = Vec::new();
+    for &(a, u) in &w.assocs {
+        let i = t.nodes.len();
+        let p = account_node[a];
+        t.nodes.push(Assoc {
+            name: format!("{}/{}", w.accounts[a], w.users[u]),
+            parent: Some(p),
+            fs_parent: Some(p),
+            is_user: true,
+            shares_raw: 1,
+            level_shares: users_in[a],
+            shares_norm: 1.0 / f64::from(users_in[a]),
+            ..Assoc::default()
+        });
+        t.nodes[p].children.push(i);
+        assoc_node.push(i);
+    }
+    (t, assoc_node)
+}
+
+#[cfg(test)]
+mod tests;

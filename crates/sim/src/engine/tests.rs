@@ -1,0 +1,271 @@
+use fairway_trace::synth::{generate, SynthConfig};
+use fairway_trace::{Job, JobState};
+
+use super::*;
+
+#[allow(clippy::too_many_arguments)] // a table row of the hand-made traces
+fn job(id: &str, submit: i64, runtime: u64, limit: u64, gpus: u32, nodes: u32, user: &str, account: &str) -> Job {
+    Job {
+        id: id.into(),
+        user: user.into(),
+        account: account.into(),
+        name: format!("job-{user}"),
+        partition: String::new(),
+        qos: String::new(),
+        submit,
+        start: None,
+        end: None,
+        runtime: Some(runtime),
+        time_limit: Some(limit),
+        gpus: f64::from(gpus),
+        nodes: Some(nodes),
+        cpus: None,
+        state: JobState::Completed,
+    }
+}
+
+fn run(trace: &[Job], cluster: &Cluster, policy: Policy, backfill: bool) -> (Workload, SimResult) {
+    let w = Workload::prepare(trace, cluster, 86_400);
+    let cfg = SimConfig { policy, backfill, ..SimConfig::default() };
+    let r = Simulator::new(&w, cluster, cfg).run(&mut |_| {});
+    (w, r)
+}
+
+fn starts(w: &Workload, r: &SimResult) -> Vec<(String, i64)> {
+    w.jobs.iter().zip(&r.outcomes).map(|(j, o)| (j.id.clone(), o.start)).collect()
+}
+
+/// Two nodes of 4 GPUs. A holds node 0 until 100; B wants both whole nodes.
+/// - FIFO, no backfill: B at 100 (A's end); C, D, E queue behind B and start when B ends
+///   at 150 (2 + 2 + 2 GPUs fit the 8 free).
+/// - EASY: B's reservation is at 100 on both nodes. C (limit 60, ends by 62) and E (limit 40,
+///   ends by 44) backfill onto node 1; D (limit 200) would hold node 1 past 100 and waits
+///   until B ends at 150.
+fn hand_trace() -> Vec<Job> {
+    vec![
+        job("A", 0, 100, 100, 4, 1, "u", "a"),
+        job("B", 1, 50, 100, 8, 2, "u", "a"),
+        job("C", 2, 50, 60, 2, 1, "u", "a"),
+        job("D", 3, 200, 200, 2, 1, "u", "a"),
+        job("E", 4, 30, 40, 2, 1, "u", "a"),
+    ]
+}
+
+fn expect(v: &[(&str, i64)]) -> Vec<(String, i64)> {
+    v.iter().map(|&(id, t)| (id.to_string(), t)).collect()
+}
+
+#[test]
+fn hand_worked_fifo_without_backfill() {
+    let cluster = Cluster::uniform(2, 4);
+    let (w, r) = run(&hand_trace(), &cluster, Policy::Fifo, false);
+    assert_eq!(starts(&w, &r), expect(&[("A", 0), ("B", 100), ("C", 150), ("D", 150), ("E", 150)]));
+    assert_eq!(r.outcomes[1].alloc, vec![(0, 4), (1, 4)]);
+}
+
+#[test]
+fn hand_worked_easy_backfill() {
+    let cluster = Cluster::uniform(2, 4);
+    let (w, r) = run(&hand_trace(), &cluster, Policy::Fifo, true);
+    assert_eq!(starts(&w, &r), expect(&[("A", 0), ("B", 100), ("C", 2), ("D", 150), ("E", 4)]));
+    // C and E on node 1, D after B.
+    assert_eq!(r.outcomes[2].alloc, vec![(1, 2)]);
+    assert_eq!(r.outcomes[4].alloc, vec![(1, 2)]);
+    // JCTs: A 100, B 149, C 50, D 347, E 30.
+    assert_eq!(r.metrics.mean_jct, (100.0 + 149.0 + 50.0 + 347.0 + 30.0) / 5.0);
+    assert_eq!(r.metrics.max_wait, 147.0);
+}
+
+#[test]
+fn sjf_oracle_runs_the_smallest_work_first() {
+    // One 4-GPU node, busy until 100; then three 4-GPU jobs wait: X (100 s), Y (10 s), Z (30 s).
+    let cluster = Cluster::uniform(1, 4);
+    let trace = vec![
+        job("busy", 0, 100, 100, 4, 1, "u", "a"),
+        job("X", 1, 100, 100, 4, 1, "u", "a"),
+        job("Y", 2, 10, 1000, 4, 1, "u", "a"),
+        job("Z", 3, 30, 1000, 4, 1, "u", "a"),
+    ];
+    let (w, r) = run(&trace, &cluster, Policy::SjfOracle, true);
+    assert_eq!(starts(&w, &r), expect(&[("busy", 0), ("X", 140), ("Y", 100), ("Z", 110)]));
+    let (w, r) = run(&trace, &cluster, Policy::Fifo, true);
+    assert_eq!(starts(&w, &r), expect(&[("busy", 0), ("X", 100), ("Y", 200), ("Z", 210)]));
+}
+
+#[test]
+fn gangs_start_whole_or_not_at_all() {
+    // A takes 1 GPU of node 0; B needs 4 GPUs on each of both nodes and must wait for A, even
+    // though 7 GPUs are free at once; C (4 GPUs, ends before A) backfills onto node 1.
+    let cluster = Cluster::uniform(2, 4);
+    let trace = vec![
+        job("A", 0, 100, 100, 1, 1, "u", "a"),
+        job("B", 1, 10, 20, 8, 2, "u", "a"),
+        job("C", 2, 50, 50, 4, 1, "u", "a"),
+    ];
+    let (w, r) = run(&trace, &cluster, Policy::Fifo, true);
+    assert_eq!(starts(&w, &r), expect(&[("A", 0), ("B", 100), ("C", 2)]));
+    assert_eq!(r.outcomes[1].alloc, vec![(0, 4), (1, 4)]);
+}
+
+/// Per node, GPUs in use never exceed the node's; every job gets exactly its nodes × GPUs at
+/// its start and runs for its run time; utilisation ≤ 1.
+fn check_invariants(w: &Workload, cluster: &Cluster, r: &SimResult) {
+    let mut events: Vec<(i64, i64, usize)> = Vec::new();
+    for (job, o) in w.jobs.iter().zip(&r.outcomes) {
+        assert!(o.start >= job.submit, "{} starts before submission", job.id);
+        assert_eq!((o.end - o.start) as u64, job.runtime, "{}", job.id);
+        assert_eq!(o.alloc.len(), job.nodes as usize, "{}: partial gang {:?}", job.id, o.alloc);
+        let mut nodes: Vec<u32> = o.alloc.iter().map(|&(n, _)| n).collect();
+        nodes.dedup();
+        assert_eq!(nodes.len(), job.nodes as usize, "{}: nodes repeat", job.id);
+        for &(n, g) in &o.alloc {
+            assert_eq!(g, job.per_node);
+            events.push((o.start, i64::from(g), n as usize));
+            events.push((o.end, -i64::from(g), n as usize));
+        }
+    }
+    // Ends before starts at the same instant.
+    events.sort_by_key(|&(t, d, n)| (t, d, n));
+    let mut used = vec![0i64; cluster.nodes.len()];
+    for (t, d, n) in events {
+        used[n] += d;
+        assert!(used[n] <= i64::from(cluster.nodes[n]), "node {n} over-allocated at {t}");
+        assert!(used[n] >= 0);
+    }
+    assert!(r.metrics.utilisation <= 1.0 + 1e-12 && r.metrics.utilisation > 0.0, "{}", r.metrics.utilisation);
+}
+
+fn synth(jobs: usize, seed: u64, interarrival: f64) -> Vec<Job> {
+    generate(&SynthConfig { jobs, seed, mean_interarrival_s: interarrival, ..SynthConfig::default() })
+}
+
+#[test]
+fn invariants_hold_on_a_congested_synthetic_workload() {
+    // 3 nodes × 8 and one 4-GPU node: 32-GPU jobs get reshaped, 16-GPU gangs contend.
+    let cluster = Cluster { nodes: vec![8, 8, 8, 4] };
+    for (seed, policy) in [(1, Policy::Fifo), (2, Policy::Multifactor), (3, Policy::Fairway), (4, Policy::SjfOracle)] {
+        let trace = synth(400, seed, 300.0);
+        let w = Workload::prepare(&trace, &cluster, 86_400);
+        assert!(w.offered_load(&cluster) > 1.0, "not congested: {}", w.offered_load(&cluster));
+        for backfill in [true, false] {
+            let cfg = SimConfig { policy, backfill, ..SimConfig::default() };
+            let r = Simulator::new(&w, &cluster, cfg).run(&mut |_| {});
+            check_invariants(&w, &cluster, &r);
+        }
+    }
+}
+
+#[test]
+fn backfill_never_hurts_utilisation_here_and_shortens_waits() {
+    let cluster = Cluster::uniform(4, 8);
+    let trace = synth(500, 11, 400.0);
+    let (_, easy) = run(&trace, &cluster, Policy::Fifo, true);
+    let (_, strict) = run(&trace, &cluster, Policy::Fifo, false);
+    assert!(easy.metrics.mean_wait < strict.metrics.mean_wait, "{:?} vs {:?}", easy.metrics, strict.metrics);
+}
+
+#[test]
+fn same_seed_same_metrics_different_seed_different() {
+    let cluster = Cluster::uniform(4, 8);
+    for policy in [Policy::Multifactor, Policy::Fairway] {
+        let a = run(&synth(300, 5, 500.0), &cluster, policy, true).1;
+        let b = run(&synth(300, 5, 500.0), &cluster, policy, true).1;
+        let c = run(&synth(300, 6, 500.0), &cluster, policy, true).1;
+        assert_eq!(a.metrics, b.metrics);
+        assert_eq!(a.outcomes, b.outcomes);
+        assert_ne!(a.metrics, c.metrics);
+    }
+}
+
+/// Accounts a (u1, u2) and b (u3) with equal shares; u1 has run 4 GPUs for 1000 s by the
+/// time the pending jobs' priorities are computed.
+fn fairshare_setup() -> (Workload, Cluster) {
+    let cluster = Cluster::uniform(2, 4);
+    let trace = vec![
+        job("run", 0, 1000, 2000, 4, 1, "u1", "a"),
+        job("p1", 10, 500, 3600, 2, 1, "u1", "a"),
+        job("p2", 20, 500, 7200, 8, 2, "u2", "a"),
+        job("p3", 30, 500, 600, 1, 1, "u3", "b"),
+    ];
+    (Workload::prepare(&trace, &cluster, 86_400), cluster)
+}
+
+#[test]
+fn multifactor_priorities_are_fairway_cores() {
+    let (w, cluster) = fairshare_setup();
+    let cfg = SimConfig { policy: Policy::Multifactor, ..SimConfig::default() };
+    let weights = cfg.weights.clone();
+    let mut sim = Simulator::new(&w, &cluster, cfg);
+    sim.arrive(0, 0);
+    sim.tick(0);
+    sim.schedule(0);
+    assert_eq!(sim.start[0], Some(0));
+    // Fill the rest of the cluster so the others stay pending, then pass time.
+    for j in 1..4 {
+        sim.arrive(j, w.jobs[j].submit);
+    }
+    let now = 1000;
+    sim.tick(now);
+    // Fair Tree: b has no usage and ranks first (u3 = 3/3); in a, u2 (no usage) 2/3, u1 1/3.
+    let fs = |user: &str| {
+        let u = w.users.iter().position(|x| x == user).unwrap();
+        let a = w.assocs.iter().position(|&(_, x)| x == u).unwrap();
+        sim.fairshare_factors()[a]
+    };
+    assert_eq!((fs("u1"), fs("u2"), fs("u3")), (1.0 / 3.0, 2.0 / 3.0, 1.0));
+
+    // The same inputs written out by hand: the job as priority/multifactor sees it.
+    let by_hand = |j: usize, fairshare: f64, gpus: u32, nodes: u32, limit_min: u32| JobInput {
+        now,
+        accrue_time: w.jobs[j].submit,
+        fairshare,
+        total_cpus: 0,
+        min_cpus: gpus,
+        max_cpus: None,
+        min_nodes: nodes,
+        time_limit: Some(limit_min),
+        part_max_time: u32::MAX,
+        cluster_cpus: 8,
+        node_count: 2,
+        part_priority_job_factor: 1,
+        part_norm_priority: 1.0,
+        has_assoc: true,
+        site_factor: NICE_OFFSET,
+        nice: NICE_OFFSET,
+        ..JobInput::default()
+    };
+    for (j, input) in
+        [(1, by_hand(1, 1.0 / 3.0, 2, 1, 60)), (2, by_hand(2, 2.0 / 3.0, 8, 2, 120)), (3, by_hand(3, 1.0, 1, 1, 10))]
+    {
+        assert_eq!(sim.job_input(j, now), input, "job {}", w.jobs[j].id);
+        let expected = multifactor::priority(&weights, &multifactor::factors(&weights, &input));
+        assert_eq!(sim.priority(j, now), Some(expected), "job {}", w.jobs[j].id);
+    }
+    // And the queue is in that order: p3 (fs 1), p2, p1.
+    let order: Vec<&str> = sim.pending.iter().map(|&j| w.jobs[j].id.as_str()).collect();
+    assert_eq!(order, vec!["p3", "p2", "p1"]);
+}
+
+#[test]
+fn fairway_priority_uses_the_predictor_learning_at_job_end() {
+    let cluster = Cluster::uniform(1, 8);
+    // Two runs of the same job (same user, account, name, GPUs): the second is priced at the
+    // limit before the first ends, and at the first's run time after.
+    let trace = vec![job("r1", 0, 600, 7200, 8, 1, "u", "a"), job("r2", 10, 600, 7200, 8, 1, "u", "a")];
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let cfg = SimConfig { policy: Policy::Fairway, ..SimConfig::default() };
+    let (weights, terms_cfg) = (cfg.weights.clone(), cfg.fairway.clone());
+    let mut sim = Simulator::new(&w, &cluster, cfg);
+    sim.arrive(0, 0);
+    sim.schedule(0);
+    sim.arrive(1, 10);
+    assert_eq!(sim.terms_input(1, 10).expected_runtime, 7200.0);
+    let before = sim.priority(1, 10).unwrap();
+    sim.finish(0, 600);
+    let t = sim.terms_input(1, 600);
+    assert_eq!(t.expected_runtime, 600.0);
+    let after = sim.priority(1, 600).unwrap();
+    let input = sim.job_input(1, 600);
+    assert_eq!(after, terms::priority_with_terms(&weights, &input, &terms_cfg, &t).2);
+    assert!(after > before, "{after} <= {before}");
+}

@@ -1,0 +1,160 @@
+//! A trace-driven, event-driven simulator of a GPU cluster scheduled the way Slurm schedules
+//! it, for comparing Fairway's priority with multifactor's, FIFO and an oracle.
+//!
+//! # What is simulated
+//! - **Cluster**: a list of nodes, each with a number of GPUs ([`Cluster`]): `N × G`
+//!   uniform nodes, or a heterogeneous list such as Alibaba openb's node list
+//!   ([`Cluster::from_openb_nodes`]). Only GPUs are scheduled; CPUs and memory are not.
+//! - **Jobs** come from [`fairway_trace::Job`] ([`Workload::prepare`]): submit time, true
+//!   run time, time limit, GPUs, nodes, user, account, name. A job runs for its true run time,
+//!   or is killed at its limit, as Slurm kills it.
+//! - **Gang allocation**: a job on `n` nodes gets `g` GPUs on each of `n` distinct nodes,
+//!   all at once, or nothing ([`Workload::prepare`] explains how shapes are normalised).
+//!   Nodes are chosen best-fit (fewest free GPUs that suffice, then lowest index).
+//! - **EASY backfill** (on by default): jobs start in priority order while they fit; the first
+//!   that does not gets a reservation at the earliest time the running jobs' *time limits*
+//!   free enough GPUs for it (the shadow time), and later jobs start only if they fit now and
+//!   either end (by their limit) before the shadow time or use only GPUs the reservation
+//!   does not need. With backfill off, scheduling stops at the first job that does not fit
+//!   (strict priority order). Every policy uses the same scheduler; only the order differs.
+//! - **Priority** ([`Policy`]), recalculated every [`SimConfig::calc_period`] simulated
+//!   seconds (as `PriorityCalcPeriod`) and for each job at submission:
+//!   - `fifo`: submit order;
+//!   - `multifactor`: `priority/multifactor`'s age + fair share + job size, computed by
+//!     [`fairway_core::multifactor::factors`] and [`fairway_core::multifactor::priority`];
+//!     fair share is Fair Tree ([`fairway_core::fairshare::AssocTree::fair_tree`]) over a
+//!     root → account → user association tree whose GPU-second usage decays with
+//!     [`SimConfig::half_life`] ([`fairway_core::fairshare::real_decay`] and
+//!     [`fairway_core::fairshare::decayed_run`]), updated every calc period as Slurm's decay
+//!     thread does;
+//!   - `fairway`: the same, plus Fairway's terms through
+//!     [`fairway_core::terms::priority_with_terms`] (predicted GPU-time from
+//!     [`fairway_core::predict::RuntimePredictor`], which learns each job's run time when it
+//!     ends; and the starvation bound);
+//!   - `sjf-oracle`: true run time × GPUs, smallest first (not realisable: it knows the future).
+//!
+//!   Ties go to the earlier submission, then the earlier job in the trace.
+//! - **Not simulated**: preemption (Fairway's checkpoint-then-preempt is not modelled),
+//!   GPU topology inside a node, node failures, QOS and partitions, job dependencies.
+//!
+//! The simulation has no randomness: the same workload and configuration always give the
+//! same result (a synthetic workload is itself determined by its seed).
+//!
+//! # Metrics
+//! [`Metrics`]: mean and median job completion time (end − submit), mean/p95/p99/max wait,
+//! mean bounded slowdown (10 s floor), GPU utilisation, Jain's fairness index of per-user
+//! mean bounded slowdown, share deviation (the time-averaged distance between each
+//! account's GPUs and its share-weighted max-min fair allocation, while jobs wait) and the
+//! p99 wait of the largest jobs (GPU count at or above the 90th percentile).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod engine;
+mod metrics;
+mod workload;
+
+use std::fmt;
+use std::str::FromStr;
+
+use fairway_core::config::{PriorityConfig, Seconds};
+use fairway_core::multifactor::Weights;
+use serde::Serialize;
+
+pub use engine::{JobOutcome, SimResult, Simulator};
+pub use metrics::{jain, percentile, water_fill, Metrics};
+pub use workload::{Cluster, Dropped, SimJob, Workload};
+
+/// How pending jobs are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Policy {
+    /// Submit order.
+    Fifo,
+    /// `priority/multifactor`: age, fair share (Fair Tree), job size.
+    Multifactor,
+    /// Multifactor plus Fairway's predicted-work term and starvation bound.
+    Fairway,
+    /// Shortest job first by true GPU-time (run time × GPUs): an oracle.
+    SjfOracle,
+}
+
+impl Policy {
+    /// Every policy with its command-line name.
+    pub const ALL: [(&'static str, Policy); 4] = [
+        ("fifo", Policy::Fifo),
+        ("multifactor", Policy::Multifactor),
+        ("fairway", Policy::Fairway),
+        ("sjf-oracle", Policy::SjfOracle),
+    ];
+}
+
+impl FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Policy::ALL.iter().find(|(n, _)| n.eq_ignore_ascii_case(s.trim())).map(|(_, p)| *p).ok_or_else(|| {
+            let names: Vec<_> = Policy::ALL.iter().map(|(n, _)| *n).collect();
+            format!("unknown policy `{s}` (expected one of: {})", names.join(", "))
+        })
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Policy::ALL.iter().find(|(_, p)| p == self).map_or("?", |(n, _)| n))
+    }
+}
+
+/// Simulation settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// How pending jobs are ordered.
+    pub policy: Policy,
+    /// EASY backfill (true) or strict priority order (false).
+    pub backfill: bool,
+    /// Seconds between priority recalculations and fair-share decay passes
+    /// (`PriorityCalcPeriod`).
+    pub calc_period: i64,
+    /// Multifactor weights (`PriorityWeight*`, `PriorityMaxAge`, `PriorityFlags`).
+    pub weights: Weights,
+    /// Fairway's terms (`[priority]` in fairway.toml), used by [`Policy::Fairway`] only.
+    pub fairway: PriorityConfig,
+    /// `PriorityDecayHalfLife`, seconds.
+    pub half_life: u32,
+    /// Raw fair-share shares per account; accounts not listed get
+    /// [`SimConfig::default_shares`].
+    pub shares: Vec<(String, u32)>,
+    /// Shares of accounts not in [`SimConfig::shares`].
+    pub default_shares: u32,
+}
+
+/// Fair share weight of [`SimConfig::default`]; Fairway's predicted-work weight is twice it.
+pub const WEIGHT_FAIRSHARE: u32 = 10_000;
+
+impl Default for SimConfig {
+    /// A typical GPU site: `PriorityWeightAge=1000` (`PriorityMaxAge=7-0`),
+    /// `PriorityWeightFairshare=10000` (Fair Tree), `PriorityWeightJobSize=1000`,
+    /// `PriorityDecayHalfLife=7-0`, `PriorityCalcPeriod=1` (minute), equal shares; for
+    /// Fairway, `weight_predicted_work = 20000` and `max_wait = 2-00:00:00`.
+    fn default() -> Self {
+        SimConfig {
+            policy: Policy::Multifactor,
+            backfill: true,
+            calc_period: 60,
+            weights: Weights {
+                age: 1000,
+                fairshare: WEIGHT_FAIRSHARE,
+                job_size: 1000,
+                max_age: 7 * 86_400,
+                flags: fairway_core::multifactor::flags::FAIR_TREE,
+                ..Weights::default()
+            },
+            fairway: PriorityConfig {
+                weight_predicted_work: 2 * WEIGHT_FAIRSHARE,
+                weight_deadline: 0,
+                max_wait: Some(Seconds(2 * 86_400)),
+            },
+            half_life: 7 * 86_400,
+            shares: Vec::new(),
+            default_shares: 100,
+        }
+    }
+}
