@@ -423,6 +423,17 @@ impl<'a> JobRecord<'a> {
         self.0.node_cnt
     }
 
+    /// When the job was chosen for preemption (its grace started); 0 if it was not.
+    pub fn preempt_time(&self) -> i64 {
+        self.0.preempt_time
+    }
+
+    /// When this (pending) job's latest round of preempting others started; 0 if never.
+    pub fn preempt_start_time(&self) -> i64 {
+        // SAFETY: `details` is NULL or valid for the job's lifetime.
+        unsafe { self.0.details.as_ref() }.map_or(0, |d| d.preempt_start_time)
+    }
+
     /// Times the job was requeued (preemptions included).
     pub fn restart_cnt(&self) -> u32 {
         u32::from(self.0.restart_cnt)

@@ -8,7 +8,8 @@
 //! | may job B preempt job A? | [`qos::preemptable`] (the QoS `Preempt=` lists, `WITHIN`) and [`victim::is_preemptable`] (A's per-job budget) |
 //! | `PREEMPT_DATA_MODE` | [`qos::mode`] |
 //! | `PREEMPT_DATA_PRIO` (lowest preempted first) | [`victim::preempt_prio`]: unprotected before protected, low priority and little lost work first |
-//! | `PREEMPT_DATA_GRACE_TIME` | [`grace::grace_time`]: the job's declared checkpoint time plus a margin, capped per QoS |
+//! | `PREEMPT_DATA_GRACE_TIME` | [`grace::victim_grace`]: the job's declared checkpoint time plus a margin, capped per QoS |
+//! | (within "may B preempt A?") | [`round::may_take`]: no new victims for B while its last round is in grace |
 //!
 //! The checkpoint itself is the job's: Slurm sends its `--signal` (set by
 //! `job_submit/fairway` for checkpointing jobs) at the start of the grace time when
@@ -21,12 +22,15 @@
 //! - [`grace`]: a victim's grace time.
 //! - [`victim`]: candidate order, budget, protection and the choice of a victim set.
 //! - [`qos`]: `preempt/qos` semantics over a minimal QoS model.
+//! - [`round`]: one preemption round at a time per preemptor.
 
 pub mod config;
 pub mod grace;
 pub mod qos;
+pub mod round;
 pub mod victim;
 
 pub use config::PreemptConfig;
 pub use grace::{grace_time, victim_grace, Grace, GraceSource};
+pub use round::{may_take, Rounds};
 pub use victim::{choose_victims, is_preemptable, preempt_prio, Candidate};

@@ -14,12 +14,16 @@
 //! - Candidate order: jobs within `min_runtime` of their start last, then lowest
 //!   priority, then least work lost since the start; Slurm takes the lowest first.
 //! - A budget: a job requeued `max_preemptions` times is no longer preemptable.
+//! - One round at a time: while the victims chosen for a job are inside their grace,
+//!   that job takes no further victims (Slurm alone would after `KillWait +
+//!   MessageTimeout`, long before a checkpoint of a few minutes is done).
 //!
 //! A job is preempted whole (all its nodes) by Slurm itself; nothing here splits a gang.
 
 use std::borrow::Cow;
+use std::sync::Mutex;
 
-use fairway_core::preempt::{self, qos, Candidate, PreemptConfig};
+use fairway_core::preempt::{self, qos, Candidate, PreemptConfig, Rounds};
 use fairway_core::Config;
 use fairway_ffi::job::{JobRecord, QosView};
 use fairway_ffi::plugin::Preempt;
@@ -29,6 +33,8 @@ pub struct FairwayPreempt {
     cfg: PreemptConfig,
     /// `PreemptMode` of slurm.conf.
     global: qos::PreemptMode,
+    /// Victims inside their grace, by when they were chosen.
+    rounds: Mutex<Rounds>,
 }
 
 /// The QoS as the core's preempt/qos model sees it; `preempts` names `other` when this
@@ -73,15 +79,21 @@ impl Preempt for FairwayPreempt {
             c.default_grace,
             c.qos.len()
         );
-        Ok(Self { cfg: config.preempt, global })
+        Ok(Self { cfg: config.preempt, global, rounds: Mutex::new(Rounds::default()) })
     }
 
-    fn preemptable(&self, preemptee: &JobRecord<'_>, preemptor: &JobRecord<'_>, _now: i64) -> bool {
+    fn preemptable(&self, preemptee: &JobRecord<'_>, preemptor: &JobRecord<'_>, now: i64) -> bool {
         let (ee_q, or_q) = (preemptee.qos(), preemptor.qos());
         let ee = ee_q.as_ref().map(|q| core_qos(q, None));
         let or = or_q.as_ref().map(|q| core_qos(q, ee_q.as_ref()));
         qos::preemptable(or.as_ref(), ee.as_ref(), preemptor.priority(), preemptee.priority(), self.global)
             && preempt::is_preemptable(&candidate(preemptee), &self.cfg)
+            && preempt::may_take(
+                &mut self.rounds.lock().unwrap_or_else(|p| p.into_inner()),
+                preemptee.preempt_time(),
+                preemptor.preempt_start_time(),
+                now,
+            )
     }
 
     fn enabled(&self) -> bool {
@@ -115,6 +127,8 @@ impl Preempt for FairwayPreempt {
             g.source,
             if g.capped { ", capped by the QoS" } else { "" }
         );
+        let chosen = if job.preempt_time() != 0 { job.preempt_time() } else { fairway_ffi::plugin::unix_now() };
+        self.rounds.lock().unwrap_or_else(|p| p.into_inner()).chosen(chosen, chosen + i64::from(g.secs));
         g.secs
     }
 }
