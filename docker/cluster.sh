@@ -58,17 +58,29 @@ build_plugins() {
         make -C "$root" -s plugins-release >/dev/null
         install -m 0755 "$root"/target/plugins/"$full"/release/*.so "$PLUGINS"/
     else
-        # Public headers of that version, from its image; a target dir of its own.
+        # That version's public headers, from its image; a target dir of its own.
         local inc=$root/.cache/slurm-headers/$full
         if [ ! -f "$inc/slurm/slurm_version.h" ]; then
             mkdir -p "$inc"
             docker run --rm "fairway/slurm:$suite" tar -C /usr/include -c slurm | tar -C "$inc" -x
         fi
-        # Only job_submit/fairway builds from public headers alone; the priority and
-        # site_factor plugins need that version's internal structs (see README).
-        SLURM_INCLUDE_DIR=$inc CARGO_TARGET_DIR=$root/target/slurm-$full \
+        export SLURM_INCLUDE_DIR=$inc CARGO_TARGET_DIR=$root/target/slurm-$full
+        if [ "$ver" = 24.11 ]; then
+            # Debian serves 24.11's upstream tarball: configure it for the internal
+            # structs (job_record_t, QoS) that site_factor and preempt read.
+            SLURM_SRC_DIR=$(bash "$root/scripts/slurm-src.sh") || fail "no configured Slurm $full source tree"
+            export SLURM_SRC_DIR
+            cargo build --release --manifest-path "$root/Cargo.toml" -p job_submit_fairway -p site_factor_fairway -p preempt_fairway
+            for p in job_submit_fairway site_factor_fairway preempt_fairway; do
+                install -m 0755 "$CARGO_TARGET_DIR/release/lib$p.so" "$PLUGINS/$p.so"
+            done
+        else
+            # No source of 26.05 is served here: only job_submit/fairway builds from
+            # public headers alone (see README, "Slurm versions").
             cargo build --release --manifest-path "$root/Cargo.toml" -p job_submit_fairway --no-default-features
-        install -m 0755 "$root/target/slurm-$full/release/libjob_submit_fairway.so" "$PLUGINS/job_submit_fairway.so"
+            install -m 0755 "$CARGO_TARGET_DIR/release/libjob_submit_fairway.so" "$PLUGINS/job_submit_fairway.so"
+        fi
+        unset SLURM_INCLUDE_DIR CARGO_TARGET_DIR SLURM_SRC_DIR
     fi
     # The fairway command, for jobs (`fairway ckpt-done`) and admins on the nodes. Built
     # on the host (bookworm): its glibc is no newer than any image's.
@@ -81,7 +93,13 @@ gen_config() {
     mkdir -p "$ETC"
     [ -f "$ETC/munge.key" ] || dd if=/dev/urandom of="$ETC/munge.key" bs=1024 count=1 status=none
     local prio=priority/multifactor
-    [ -f "$PLUGINS/priority_fairway.so" ] && prio=priority/fairway
+    local site_factor=
+    if [ -f "$PLUGINS/priority_fairway.so" ]; then
+        prio=priority/fairway
+    elif [ -f "$PLUGINS/site_factor_fairway.so" ]; then
+        # Fairway's terms on multifactor where priority/fairway does not build yet.
+        site_factor=PrioritySiteFactorPlugin=site_factor/fairway
+    fi
     local preempt=preempt/qos
     [ -f "$PLUGINS/preempt_fairway.so" ] && preempt=preempt/fairway
     # The checkpoint signal (--signal) instead of SIGTERM when a job is preempted.
@@ -118,6 +136,7 @@ AccountingStorageEnforce=associations,limits,qos
 AccountingStorageTRES=gres/gpu
 JobRequeue=0
 PriorityType=$prio
+$site_factor
 PriorityWeightFairshare=10000
 PriorityWeightAge=1000
 PriorityWeightQOS=5000

@@ -31,19 +31,25 @@ trap 'rm -rf "$work"' EXIT
 retry() { local n=1; until "$@"; do [ $n -ge 3 ] && return 1; n=$((n + 1)); sleep $((n * 5)); done; }
 
 # Debian's source package for exactly the installed version (its patches matter: Debian
-# renames the private library dir and forces the NVML gpu plugin on).
+# renames the private library dir and forces the NVML gpu plugin on). For another
+# version's headers (SLURM_INCLUDE_DIR from a docker image) only Debian's upstream
+# tarball is served here: use it, and let the e2e tests catch any drift.
 pkgver=$(dpkg-query -W -f='${source:Version}' slurmctld 2>/dev/null || true)
-log "fetching slurm-wlm source ${pkgver:-(any)} for Slurm $ver"
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 (
   cd "$work"
-  if [ -n "$pkgver" ]; then
+  if [ -n "$pkgver" ] && [ "${pkgver%%-*}" = "$ver" ]; then
+    log "fetching slurm-wlm source $pkgver for Slurm $ver"
     retry apt-get source -q "slurm-wlm=$pkgver" >&2
   else
-    retry apt-get source -q slurm-wlm >&2
+    url="$mirror/pool/main/s/slurm-wlm/slurm-wlm_$ver.orig.tar.gz"
+    log "fetching $url (the installed Slurm is ${pkgver:-none}, the headers are $ver)"
+    retry curl -fsSL -o orig.tar.gz "$url" >&2
+    tar -xzf orig.tar.gz
   fi
 )
-src=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'slurm-wlm-*' | head -n 1)
-[ -n "$src" ] || { log "apt-get source produced no slurm-wlm-* directory"; exit 1; }
+src=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'slurm-*' | head -n 1)
+[ -n "$src" ] || { log "no slurm-* source directory was unpacked"; exit 1; }
 
 log "configuring $src (no build needed: only config.h and generated headers)"
 (

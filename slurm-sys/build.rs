@@ -133,11 +133,12 @@ fn main() {
         let interfaces = if (major, minor) >= (23, 2) { "src/interfaces" } else { "src/common" };
         let priority_h = if (major, minor) >= (23, 2) { "priority.h" } else { "slurm_priority.h" };
         let site_factor_h = format!("{interfaces}/site_factor.h");
+        let mcs_h = if (major, minor) >= (23, 2) { "src/interfaces/mcs.h" } else { "src/common/slurm_mcs.h" };
         let preempt_h = if (major, minor) >= (23, 2) { "src/interfaces/preempt.h" } else { "src/slurmctld/preempt.h" };
         let internal_h = format!(
             "#include \"config.h\"\n#include \"src/slurmctld/slurmctld.h\"\n#include \"src/slurmctld/locks.h\"\n\
              #include \"src/common/assoc_mgr.h\"\n#include \"src/common/read_config.h\"\n#include \"{interfaces}/{priority_h}\"\n\
-             #include \"{site_factor_h}\"\n#include \"src/common/slurm_mcs.h\"\n\
+             #include \"{site_factor_h}\"\n#include \"{mcs_h}\"\n\
              #include \"src/common/slurm_protocol_api.h\"\n#include \"src/slurmctld/job_scheduler.h\"\n\
              #include \"{preempt_h}\"\n"
         );
@@ -165,7 +166,7 @@ fn main() {
             .allowlist_function("assoc_mgr_find_tres_pos|slurm_get_tres_weight_array|list_sort|priority_sort_part_tier")
             // preempt/fairway
             .allowlist_type("job_queue_rec_t|slurm_preempt_data_type_t")
-            .allowlist_function("bit_test")
+            .allowlist_function("bit_test|slurm_bit_test")
             .allowlist_var("PREEMPT_MODE_.*")
     }
 

@@ -109,3 +109,24 @@ pub fn log_findings(config: &Config) {
         }
     }
 }
+
+#[cfg(feature = "internal")]
+/// The position of `gres/gpu` in TRES arrays (negative if not configured).
+pub fn gpu_tres_pos() -> i32 {
+    let mut rec = slurm_sys::slurmdb_tres_rec_t {
+        type_: c"gres".as_ptr().cast_mut(),
+        name: c"gpu".as_ptr().cast_mut(),
+        ..Default::default()
+    };
+    // SAFETY: a lookup by type and name; assoc_mgr takes its TRES read lock itself
+    // (locked = false) and does not keep the pointers.
+    unsafe { slurm_sys::assoc_mgr_find_tres_pos(&mut rec, false) }
+}
+
+#[cfg(feature = "internal")]
+/// Whether `DebugFlags=Priority` is on (per-job priority logging).
+pub fn debug_priority() -> bool {
+    // SAFETY: plain read of the initialised global config.
+    let flags = unsafe { (*std::ptr::addr_of!(slurm_sys::slurm_conf)).debug_flags };
+    flags & u64::from(slurm_sys::DEBUG_FLAG_PRIO) != 0
+}

@@ -44,7 +44,7 @@ pub(crate) struct Ctld {
     billable: unsafe extern "C" fn(*mut sys::job_record_t, libc::time_t, bool) -> f64,
     pub(crate) find_part: unsafe extern "C" fn(*mut std::os::raw::c_char) -> *mut sys::part_record_t,
     pub(crate) validate_operator: unsafe extern "C" fn(u32) -> bool,
-    pub(crate) job_list: *const sys::List,
+    pub(crate) job_list: *const crate::list::SlurmList,
     pub(crate) acct_db_conn: *const *mut c_void,
     tres_cnt: *const c_int,
     accounting_enforce: *const u16,
@@ -122,24 +122,7 @@ impl Ctld {
     }
 }
 
-/// Calls `f` on every element of a Slurm `List` (caller holds the list's lock).
-pub(crate) fn for_each(list: sys::List, mut f: impl FnMut(*mut c_void)) {
-    if list.is_null() {
-        return;
-    }
-    // SAFETY: a valid List; the iterator is destroyed before returning.
-    unsafe {
-        let it = sys::list_iterator_create(list);
-        loop {
-            let p = sys::list_next(it);
-            if p.is_null() {
-                break;
-            }
-            f(p);
-        }
-        sys::list_iterator_destroy(it);
-    }
-}
+pub(crate) use crate::list::for_each;
 
 fn assoc_lock(assoc: u32, qos: u32, tres: u32) -> sys::assoc_mgr_lock_t {
     sys::assoc_mgr_lock_t { assoc, qos, tres, ..Default::default() }

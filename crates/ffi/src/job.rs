@@ -221,8 +221,8 @@ fn set_str(field: &mut *mut c_char, value: Option<&str>) {
 pub fn for_each_job(mut f: impl FnMut(&mut JobRecord<'_>)) {
     let Some(list) = crate::sym::lookup(c"job_list") else { return };
     // SAFETY: slurmctld's `List job_list`, read under the caller's job lock.
-    let list = unsafe { *list.cast::<slurm_sys::List>() };
-    crate::decay::for_each(list, |p| {
+    let list = unsafe { *list.cast::<crate::list::SlurmList>() };
+    crate::list::for_each(list, |p| {
         // SAFETY: elements of job_list are live job records under the job lock.
         if let Some(mut job) = unsafe { JobRecord::from_ptr(p.cast()) } {
             f(&mut job);
@@ -265,11 +265,13 @@ impl<'a> JobRecord<'a> {
     }
 
     /// The record itself, for this crate's translators.
+    #[cfg(not(slurm_ge_23_02))]
     pub(crate) fn raw(&self) -> &slurm_sys::job_record_t {
         self.0
     }
 
     /// The record itself, mutable, for this crate's translators.
+    #[cfg(not(slurm_ge_23_02))]
     pub(crate) fn raw_mut(&mut self) -> &mut slurm_sys::job_record_t {
         self.0
     }
@@ -391,7 +393,7 @@ impl<'a> JobRecord<'a> {
 
     /// GPUs requested (allocated, once running): the `gres/gpu` TRES count.
     pub fn gpus(&self) -> u32 {
-        let pos = crate::multifactor::gpu_tres_pos();
+        let pos = crate::conf::gpu_tres_pos();
         let Ok(pos) = usize::try_from(pos) else { return 0 };
         let arr = if !self.0.tres_alloc_cnt.is_null() { self.0.tres_alloc_cnt } else { self.0.tres_req_cnt };
         if arr.is_null() {
@@ -491,7 +493,12 @@ impl QosView<'_> {
         }
         // SAFETY: a non-NULL `preempt_bitstr` is a bitstring sized for every QoS id
         // (assoc_mgr sizes it by the QoS count), as preempt/qos relies on too.
-        unsafe { slurm_sys::bit_test(bits, i64::from(other.id())) != 0 }
+        #[cfg(slurm_ge_24_11)]
+        let set = unsafe { slurm_sys::slurm_bit_test(bits, i64::from(other.id())) };
+        // SAFETY: as above (22.05's header declares the function under its short name).
+        #[cfg(not(slurm_ge_24_11))]
+        let set = unsafe { slurm_sys::bit_test(bits, i64::from(other.id())) };
+        set != 0
     }
 }
 

@@ -22,15 +22,18 @@
 #[cfg(feature = "client")]
 pub mod client;
 pub mod conf;
-#[cfg(feature = "internal")]
+// The priority plugin's machinery: the 22.05 priority ABI only (23.02+ changed it).
+#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
 pub mod decay;
 pub mod guard;
 pub mod job;
-pub mod log;
 #[cfg(feature = "internal")]
+pub mod list;
+pub mod log;
+#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
 pub mod multifactor;
 pub mod plugin;
-#[cfg(feature = "internal")]
+#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
 pub mod sprio;
 mod string;
 pub mod sym;

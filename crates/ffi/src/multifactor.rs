@@ -101,26 +101,7 @@ pub fn site_factor_reconfig() {
     unsafe { sys::site_factor_g_reconfig() };
 }
 
-/// The position of `gres/gpu` in TRES arrays (negative if not configured).
-pub fn gpu_tres_pos() -> i32 {
-    let mut rec = sys::slurmdb_tres_rec_t {
-        type_: c"gres".as_ptr().cast_mut(),
-        name: c"gpu".as_ptr().cast_mut(),
-        ..Default::default()
-    };
-    // SAFETY: a lookup by type and name; assoc_mgr takes its TRES read lock itself
-    // (locked = false) and does not keep the pointers.
-    unsafe { sys::assoc_mgr_find_tres_pos(&mut rec, false) }
-}
-
-/// Whether `DebugFlags=Priority` is on (per-job priority logging).
-pub fn debug_priority() -> bool {
-    // SAFETY: plain read of the initialised global config.
-    let flags = unsafe { (*std::ptr::addr_of!(sys::slurm_conf)).debug_flags };
-    flags & u64::from(sys::DEBUG_FLAG_PRIO) != 0
-}
-
-pub use crate::conf::state_save_location;
+pub use crate::conf::{debug_priority, gpu_tres_pos, state_save_location};
 
 /// Whether `PriorityFlags` selects Fair Tree.
 pub fn fair_tree() -> bool {

@@ -255,7 +255,7 @@ pub trait Preempt: Sized + Send + Sync + 'static {
 }
 
 /// The decay thread of the loaded priority plugin, if running.
-#[cfg(feature = "internal")]
+#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
 #[doc(hidden)]
 pub static DECAY: std::sync::Mutex<Option<crate::decay::DecayThread>> = std::sync::Mutex::new(None);
 

@@ -36,7 +36,7 @@ pub struct TermsState {
 impl TermsState {
     /// Loads the history (slurmctld only; clients get an empty one).
     pub fn load(config: &Config, in_slurmctld: bool) -> Self {
-        let path = crate::multifactor::state_save_location().join(&config.predictor.state_file);
+        let path = crate::conf::state_save_location().join(&config.predictor.state_file);
         let predictor = if in_slurmctld {
             RuntimePredictor::load(&path).unwrap_or_else(|e| {
                 tracing::error!("runtime history unreadable, starting empty: {e}");
@@ -98,7 +98,7 @@ impl TermsState {
             },
         );
         let bonus = terms::site_bonus(&self.config, &t);
-        if crate::multifactor::debug_priority() {
+        if crate::conf::debug_priority() {
             tracing::info!(
                 job_id = job.job_id(),
                 expected_runtime = ?expected,
