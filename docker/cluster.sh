@@ -109,6 +109,9 @@ gen_config() {
 ClusterName=fairway
 SlurmctldHost=ctld
 AuthType=auth/munge
+# A requeued batch job waits out the credential lifetime before it starts again
+# (default 120 s); shorter here so preempted jobs resume within the e2e tests.
+AuthInfo=cred_expire=30
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root

@@ -253,7 +253,7 @@ fn preemption_asks_a_gang_to_checkpoint_and_it_resumes_without_losing_steps() {
     let ctld = c.logs("ctld");
     assert!(ctld.contains(&format!("JobId={victim} (QoS scavenger) chosen for preemption: grace 30 s")), "{ctld}");
 
-    // Requeued batch jobs wait out the credential lifetime (about 2 min) before they start again.
+    // Requeued batch jobs wait out the credential lifetime (30 s on the docker cluster) before they start again.
     c.wait_job(victim, &["COMPLETED", "FAILED"], Duration::from_secs(300)).unwrap();
     let log = lines(&c, &format!("{dir}/train.log")).join("\n");
     assert!(log.contains("resumed at step") && log.contains("done steps=40 restarts=1"), "{log}");
@@ -310,7 +310,10 @@ fn preemption_spares_a_job_in_its_minimum_runtime_while_another_victim_exists() 
     let sweep = |node: &str| {
         c.sbatch(
             "fw_carol",
-            &["-p", "a100", "-w", node, "--gres=gpu:a100:4", "--qos=scavenger", "-t", "10", "--wrap=sleep 600"],
+            &["-p", "a100", "-w", node, "--gres=gpu:a100:4", "--qos=scavenger", "-t", "10"]
+                .into_iter()
+                .chain(["--comment=fairway: ckpt=3s", "--wrap=sleep 600"])
+                .collect::<Vec<_>>(),
         )
         .unwrap()
     };
@@ -329,7 +332,6 @@ fn preemption_spares_a_job_in_its_minimum_runtime_while_another_victim_exists() 
         c.sbatch("fw_alice", &["-p", "a100", "--qos=high", "--gres=gpu:a100:4", "-t", "5", "--wrap=sleep 5"]).unwrap();
     c.wait_job(urgent, &["RUNNING", "COMPLETED"], Duration::from_secs(120)).unwrap();
     let (o, y) = (show(&c, old), show(&c, young));
-    // Not requeueable (no --requeue, JobRequeue=0): preempted means stopped.
     assert!(["PREEMPTED", "PENDING"].contains(&field(&o, "JobState").as_str()), "the old job was the victim:\n{o}");
     assert_eq!((field(&y, "JobState"), field(&y, "Restarts")), ("RUNNING".into(), "0".into()), "{y}");
     // Nor was it chosen in a later pass while the old job's grace ran.
