@@ -175,11 +175,18 @@ fn losing_a_node_requeues_or_fails_the_whole_gang() {
 }
 
 /// Copies the example training job where the test users can submit it from, without its
-/// `--gpus=1` (each test asks for its own shape), and clears `dir` of an earlier run.
+/// `--gpus=1` (each test asks for its own shape) and with its settings written in: on
+/// 24.11+, `sbatch --export=VAR=...` makes slurmd load the user's environment in new
+/// namespaces, which unprivileged containers refuse (slurmd dies: "clone: Operation
+/// not permitted"). Clears `dir` of an earlier run.
 fn training_script(c: &DockerCluster, dir: &str) -> String {
     let script = "/shared/jobs/train.sh";
+    let settings =
+        format!("export STEPS=40 STEP_SECS=1 CKPT_EVERY=10 CKPT_DIR={dir} FAIRWAY_BIN=/usr/lib/fairway/bin/fairway");
     let sh = format!(
-        "sed '/^#SBATCH --gpus/d' /fairway/examples/preemptible-training/train.sh > {script} && chmod 755 {script} && rm -rf {dir}"
+        "sed -e '/^#SBATCH --gpus/d' -e 's|^set -euo pipefail$|&\\n{settings}|' \
+         /fairway/examples/preemptible-training/train.sh > {script} && chmod 755 {script} && rm -rf {dir} \
+         && grep -q '^export STEPS=40' {script}"
     );
     let out = c.cmd("bash", &["-c", &sh]).unwrap();
     assert!(out.ok(), "{out:?}");
@@ -218,9 +225,6 @@ fn preemption_asks_a_gang_to_checkpoint_and_it_resumes_without_losing_steps() {
     cancel_all(&c);
     let dir = "/shared/jobs/ckpt-gang";
     let script = training_script(&c, dir);
-    let env = format!(
-        "--export=ALL,STEPS=40,STEP_SECS=1,CKPT_EVERY=10,CKPT_DIR={dir},FAIRWAY_BIN=/usr/lib/fairway/bin/fairway"
-    );
     // A 2-node job in the preemptible QoS that declares a 3 s checkpoint: job_submit/fairway
     // gives it --requeue and the checkpoint signal.
     let victim = c
@@ -228,7 +232,7 @@ fn preemption_asks_a_gang_to_checkpoint_and_it_resumes_without_losing_steps() {
             "fw_carol",
             &["-J", "train", "-p", "gpu", "-N", "2", "--ntasks-per-node=8", "--gres=gpu:h100:8", "--qos=scavenger"]
                 .into_iter()
-                .chain(["-t", "10", "--comment=fairway: ckpt=3s", &env, &script])
+                .chain(["-t", "10", "--comment=fairway: ckpt=3s", &script])
                 .collect::<Vec<_>>(),
         )
         .expect("training job accepted");
