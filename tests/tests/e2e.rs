@@ -295,8 +295,9 @@ fn preemption_stops_a_job_that_never_acknowledges_at_the_end_of_its_grace() {
     let (_, waited) = urgent_gang(&c);
     println!("urgent gang started {waited:.1} s after submission (victim ignored the signal; grace 30 s)");
     // Not before the grace ends; then Slurm stops the job at its next time-limit check
-    // (every 30 s) or preemption pass (KillWait + MessageTimeout after the first).
-    assert!((29.0..=75.0).contains(&waited), "urgent job waited {waited:.1} s\n{}", c.log_tails());
+    // (every 30 s) or preemption pass (KillWait + MessageTimeout after the first), plus
+    // room for a loaded CI machine.
+    assert!((29.0..=90.0).contains(&waited), "urgent job waited {waited:.1} s\n{}", c.log_tails());
     let v = show(&c, victim);
     assert_eq!(field(&v, "JobState"), "PENDING", "{v}");
     cancel_all(&c);
