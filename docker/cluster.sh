@@ -149,7 +149,7 @@ PreemptMode=REQUEUE
 $user_signal
 JobSubmitPlugins=fairway
 NodeName=c[1-2] Sockets=2 CoresPerSocket=56 ThreadsPerCore=1 RealMemory=100000 Gres=gpu:h100:8 State=UNKNOWN
-NodeName=c[3-4] Sockets=2 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=50000 Gres=gpu:a100:4 State=UNKNOWN
+NodeName=c[3-4] Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=50000 Gres=gpu:a100:4 State=UNKNOWN
 PartitionName=gpu Nodes=c[1-4] Default=YES MaxTime=2-00:00:00 State=UP
 PartitionName=a100 Nodes=c[3-4] MaxTime=1-00:00:00 State=UP
 PartitionName=debug Nodes=c[1-4] MaxTime=1:00:00 State=UP
@@ -159,30 +159,20 @@ SwitchName=s1 Nodes=c[1-2]
 SwitchName=s2 Nodes=c[3-4]
 SwitchName=spine Switches=s[1-2]
 CONF
-    # DGX-H100-like: NVSwitch, every GPU 18 NVLinks to every other; GPUs 0-3 on socket 0.
-    # 4 x A100 PCIe: NVLink bridges join 0-1 and 2-3; two GPUs per socket.
+    # gres.conf from Fairway's own topology files (config/topology), written by
+    # `fairway topo` as a site with AutoDetect=off would: DGX H100 (NVSwitch, 18 lanes
+    # between every pair, GPUs 0-3 on socket 0) and 4 x A100 PCIe in NVLink-bridged pairs
+    # (two GPUs per socket).
+    local topo=$root/config/topology
     {
         for n in c1 c2; do
-            for i in 0 1 2 3 4 5 6 7; do
-                links=$(for j in 0 1 2 3 4 5 6 7; do
-                    if [ $i = $j ]; then printf -- '-1'; else printf 18; fi
-                    if [ $j != 7 ]; then printf ,; fi
-                done)
-                cores=$([ $i -lt 4 ] && echo 0-55 || echo 56-111)
-                echo "NodeName=$n Name=gpu Type=h100 File=/dev/nvidia$i Cores=$cores Links=$links"
-            done
+            "$PLUGINS/bin/fairway" topo --file "$topo/dgx-h100.toml" --gres-conf --style static | sed "s/^/NodeName=$n /"
         done
         for n in c3 c4; do
-            for i in 0 1 2 3; do
-                links=$(for j in 0 1 2 3; do
-                    if [ $i = $j ]; then printf -- '-1'; elif [ $((i / 2)) = $((j / 2)) ]; then printf 4; else printf 0; fi
-                    if [ $j != 3 ]; then printf ,; fi
-                done)
-                cores=$([ $i -lt 2 ] && echo 0-15 || echo 16-31)
-                echo "NodeName=$n Name=gpu Type=a100 File=/dev/nvidia$i Cores=$cores Links=$links"
-            done
+            "$PLUGINS/bin/fairway" topo --file "$topo/pcie-a100-nvlink-pairs.toml" --gres-conf --style static | sed "s/^/NodeName=$n /"
         done
     } >"$ETC/gres.conf"
+    grep -q '^NodeName=c4 .*nvidia3' "$ETC/gres.conf" || fail "fairway topo wrote no usable gres.conf"
     if [ "$ver" != 22.05 ]; then
         echo "CgroupPlugin=disabled" >"$ETC/cgroup.conf"
     fi
