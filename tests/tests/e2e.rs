@@ -317,7 +317,7 @@ fn preemption_spares_a_job_in_its_minimum_runtime_while_another_victim_exists() 
             "fw_carol",
             &["-p", "a100", "-w", node, "--gres=gpu:a100:4", "--qos=scavenger", "-t", "10"]
                 .into_iter()
-                .chain(["--comment=fairway: ckpt=3s", "--wrap=sleep 600"])
+                .chain(["--comment=fairway: ckpt=3s", "--wrap=trap '' USR1; sleep 600"])
                 .collect::<Vec<_>>(),
         )
         .unwrap()
