@@ -102,9 +102,12 @@ gen_config() {
     fi
     local preempt=preempt/qos
     [ -f "$PLUGINS/preempt_fairway.so" ] && preempt=preempt/fairway
-    # The checkpoint signal (--signal) instead of SIGTERM when a job is preempted.
-    local user_signal=SlurmctldParameters=preempt_send_user_signal
-    [ "$ver" = 22.05 ] || user_signal=PreemptParameters=send_user_signal
+    # The checkpoint signal (--signal) instead of SIGTERM when a job is preempted, and
+    # victims taken in the plugin's order (no reordering by the select plugin, which
+    # would otherwise also pick a protected young job).
+    local user_signal="SlurmctldParameters=preempt_send_user_signal
+SchedulerParameters=preempt_reorder_count=0"
+    [ "$ver" = 22.05 ] || user_signal=PreemptParameters=send_user_signal,reorder_count=0
     cat >"$ETC/slurm.conf" <<CONF
 ClusterName=fairway
 SlurmctldHost=ctld
