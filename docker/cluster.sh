@@ -204,6 +204,11 @@ cid() { compose ps -q "$1"; }
 case $cmd in
 up)
     start=$SECONDS
+    # From nothing: a cluster of this version left up (make demo, an interrupted run)
+    # goes first, volumes included; its /shared would hold other users' slurm-N.out,
+    # which the new cluster's job N cannot open (the job fails, exit code 0:53).
+    [ -z "$(compose ps -q 2>/dev/null)" ] || echo "cluster.sh: removing the $project cluster that was left up"
+    compose down -v --remove-orphans >/dev/null 2>&1 || true
     bash "$root/docker/build-image.sh" "$suite"
     build_plugins
     gen_config

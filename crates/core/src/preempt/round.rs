@@ -18,6 +18,11 @@ pub struct Rounds {
 /// belong to its round (both are stamped in the same scheduling pass).
 const SAME_PASS: i64 = 2;
 
+/// Seconds after a victim's grace ends that Slurm may take to stop it (its time-limit
+/// check runs every 30 s, then KillWait and the epilog): the round lasts until then,
+/// or a pass in that gap would pick a further victim.
+pub const ENFORCEMENT_SLACK: i64 = 60;
+
 impl Rounds {
     /// Records a victim chosen at `chosen` whose grace ends at `until`.
     pub fn chosen(&mut self, chosen: i64, until: i64) {
@@ -28,7 +33,7 @@ impl Rounds {
     /// `preempt_start_time`; 0 = never) still has victims inside their grace at `now`.
     /// Forgets rounds that are over.
     pub fn in_progress(&mut self, started: i64, now: i64) -> bool {
-        self.victims.retain(|&(_, until)| until > now);
+        self.victims.retain(|&(_, until)| until + ENFORCEMENT_SLACK > now);
         started != 0 && self.victims.iter().any(|&(chosen, _)| (chosen - started).abs() <= SAME_PASS)
     }
 }
@@ -59,8 +64,10 @@ mod tests {
         // Another preemptor, whose round started elsewhen, is not held back.
         assert!(may_take(&mut r, 0, 250, 260));
         assert!(may_take(&mut r, 0, 0, 260));
-        // After the graces end a new round may start.
-        assert!(may_take(&mut r, 0, 100, 400));
+        // Nor when the grace has just ended but Slurm may not have stopped the victims.
+        assert!(!may_take(&mut r, 0, 100, 430));
+        // After that a new round may start.
+        assert!(may_take(&mut r, 0, 100, 400 + ENFORCEMENT_SLACK));
         assert!(r.victims.is_empty());
     }
 }
