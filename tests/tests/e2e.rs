@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use fairway_core::topology::select::{choose, score};
+use fairway_core::topology::{CoreSet, Topology};
 use fairway_tests::{DockerCluster, Slurm};
 
 fn cluster() -> DockerCluster {
@@ -343,5 +345,96 @@ fn preemption_spares_a_job_in_its_minimum_runtime_while_another_victim_exists() 
     // Nor was it chosen in a later pass while the old job's grace ran.
     let ctld = c.logs("ctld");
     assert!(!ctld.contains(&format!("JobId={young} (QoS scavenger) chosen for preemption")), "{ctld}");
+    cancel_all(&c);
+}
+
+/// The GPU indexes and CPU ids a running job holds on its one node, from
+/// `scontrol show job -d` (`Nodes=c1 CPU_IDs=56-57 Mem=0 GRES=gpu:h100:2(IDX:4-5)`).
+fn placement(c: &DockerCluster, job: u32) -> (Vec<usize>, CoreSet) {
+    let d = c.cmd("scontrol", &["show", "job", "-d", &job.to_string()]).unwrap().stdout;
+    let line = d.lines().find(|l| l.contains("CPU_IDs=")).unwrap_or_else(|| panic!("no CPU_IDs in\n{d}"));
+    let cpus: CoreSet = field(line, "CPU_IDs").parse().unwrap_or_else(|e| panic!("{e:?}: {line}"));
+    let idx =
+        line.split("IDX:").nth(1).and_then(|s| s.split(')').next()).unwrap_or_else(|| panic!("no GPU IDX in {line}"));
+    let gpus = idx.parse::<CoreSet>().unwrap_or_else(|e| panic!("{e:?}: {line}")).iter().map(|g| g as usize).collect();
+    (gpus, cpus)
+}
+
+/// Checks the GPUs Slurm gave `job` against Fairway's own choice over the same free GPUs
+/// (`fairway_core::topology::choose`): as well connected, on as few sockets, and the
+/// job's cores local to its GPUs. Returns the GPUs.
+fn assert_placed_well(c: &DockerCluster, topo: &Topology, job: u32, free: &[usize]) -> Vec<usize> {
+    let (gpus, cpus) = placement(c, job);
+    let best = choose(topo, free, gpus.len()).unwrap();
+    let got = score(topo, free, &gpus).unwrap();
+    let what = format!(
+        "job {job}: GPUs {gpus:?} CPUs {cpus} of free {free:?}; Fairway's choice {:?} on cores {} ({:?})",
+        best.gpus, best.cores, best.score
+    );
+    assert_eq!(got.disconnected_pairs, best.score.disconnected_pairs, "not NVLink-connected: {what}");
+    assert_eq!((got.sockets, got.lanes), (best.score.sockets, best.score.lanes), "{what}");
+    let local: CoreSet = gpus.iter().flat_map(|&g| topo.gpus[g].cores.iter()).collect();
+    assert!(cpus.iter().all(|cpu| local.contains(cpu)), "cores not local to the GPUs: {what}");
+    // What the job itself sees (no task plugin binds in these containers: the host has
+    // two cores, so the task's own affinity cannot be checked here).
+    c.wait_for("the job printed its GPUs", Duration::from_secs(30), || {
+        Ok(lines(c, &format!("/shared/jobs/slurm-{job}.out")).iter().any(|l| l.starts_with("GPUS=")))
+    })
+    .unwrap();
+    let ids = gpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    let seen = lines(c, &format!("/shared/jobs/slurm-{job}.out"));
+    assert!(seen.iter().any(|l| *l == format!("GPUS={ids}")), "{what}: the job saw {seen:?}");
+    eprintln!("{what}");
+    gpus
+}
+
+fn topology(file: &str) -> Topology {
+    Topology::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/topology").join(file)).unwrap()
+}
+
+fn free_after(all: usize, busy: &[usize]) -> Vec<usize> {
+    (0..all).filter(|g| !busy.contains(g)).collect()
+}
+
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn gpus_are_placed_by_topology_with_some_busy() {
+    let c = cluster();
+    cancel_all(&c);
+    let job = |user: &str, node: &str, gpus: &str| {
+        let p = if node == "c1" { "gpu" } else { "a100" };
+        let script = "echo GPUS=$SLURM_JOB_GPUS; sleep 300";
+        let id = c
+            .sbatch(
+                user,
+                &["-p", p, "-w", node, &format!("--gres=gpu:{gpus}"), "-t", "10", &format!("--wrap={script}")],
+            )
+            .unwrap();
+        c.wait_job(id, &["RUNNING"], Duration::from_secs(60)).unwrap();
+        id
+    };
+
+    // DGX H100 (NVSwitch: every set is connected): three GPUs busy, then a 4-GPU job
+    // and a 2-GPU job each kept on one socket, their cores on it.
+    let dgx = topology("dgx-h100.toml");
+    let busy = job("fw_alice", "c1", "h100:3");
+    let (taken, _) = placement(&c, busy);
+    let free = free_after(8, &taken);
+    let four = job("fw_bob", "c1", "h100:4");
+    assert_placed_well(&c, &dgx, four, &free);
+    c.cmd("scancel", &[&four.to_string()]).unwrap();
+    c.wait_job(four, &["CANCELLED"], Duration::from_secs(60)).unwrap();
+    let two = job("fw_carol", "c1", "h100:2");
+    assert_placed_well(&c, &dgx, two, &free);
+
+    // 4 x A100 in NVLink-bridged pairs: with one GPU busy, a 2-GPU job gets the other
+    // pair, not one GPU of each.
+    let pairs = topology("pcie-a100-nvlink-pairs.toml");
+    let one = job("fw_alice", "c3", "a100:1");
+    let (taken, _) = placement(&c, one);
+    let free = free_after(4, &taken);
+    let pair = job("fw_dave", "c3", "a100:2");
+    let got = assert_placed_well(&c, &pairs, pair, &free);
+    assert!(pairs.nvlink.direct_lanes(got[0], got[1]) > 0, "not a bridged pair: {got:?}");
     cancel_all(&c);
 }
