@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 CARGO ?= cargo
 
-PLUGINS := priority_fairway job_submit_fairway site_factor_fairway preempt_fairway
+PLUGINS := priority_fairway job_submit_fairway site_factor_fairway preempt_fairway gpu_nvml
 # Keyed by the installed Slurm version: a plugin built for one version never reaches another.
 SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a-fA-F]*\).*/\1/p' /usr/include/slurm/slurm_version.h 2>/dev/null); \
 	[ -n "$$v" ] && printf '%d.%02d.%d' $$((16#$${v:0:2})) $$((16#$${v:2:2})) $$((16#$${v:4:2})))

@@ -86,6 +86,13 @@ build_plugins() {
     # on the host (bookworm): its glibc is no newer than any image's.
     cargo build -q --release --manifest-path "$root/Cargo.toml" -p fairway-cli
     install -D -m 0755 "$root/target/release/fairway" "$PLUGINS/bin/fairway"
+    if [ -f "$PLUGINS/gpu_nvml.so" ]; then
+        # Slurm loads gpu/nvml only once dlopen("libnvidia-ml.so") succeeds: an empty
+        # library stands in for a node whose NVML has no GPU behind it, and Fairway's
+        # gpu/nvml then reads the node's topology file instead.
+        mkdir -p "$PLUGINS/nvml-stand-in"
+        cc -shared -o "$PLUGINS/nvml-stand-in/libnvidia-ml.so" -x c /dev/null || fail "cannot build the stand-in libnvidia-ml.so"
+    fi
     echo "cluster.sh: plugins for Slurm $full: $(cd "$PLUGINS" && ls *.so | tr '\n' ' ')"
 }
 
@@ -162,20 +169,33 @@ SwitchName=s1 Nodes=c[1-2]
 SwitchName=s2 Nodes=c[3-4]
 SwitchName=spine Switches=s[1-2]
 CONF
-    # gres.conf from Fairway's own topology files (config/topology), written by
-    # `fairway topo` as a site with AutoDetect=off would: DGX H100 (NVSwitch, 18 lanes
-    # between every pair, GPUs 0-3 on socket 0) and 4 x A100 PCIe in NVLink-bridged pairs
-    # (two GPUs per socket).
+    # The GPUs' topology from Fairway's own topology files (config/topology): DGX H100
+    # (NVSwitch, 18 lanes between every pair, GPUs 0-3 on socket 0) and 4 x A100 PCIe in
+    # NVLink-bridged pairs (two GPUs per socket). Where Fairway's gpu/nvml is built, slurmd
+    # gets it through AutoDetect=nvml; elsewhere `fairway topo` writes a static gres.conf
+    # as a site with AutoDetect=off would.
     local topo=$root/config/topology
-    {
-        for n in c1 c2; do
-            "$PLUGINS/bin/fairway" topo --file "$topo/dgx-h100.toml" --gres-conf --style static | sed "s/^/NodeName=$n /"
-        done
-        for n in c3 c4; do
-            "$PLUGINS/bin/fairway" topo --file "$topo/pcie-a100-nvlink-pairs.toml" --gres-conf --style static | sed "s/^/NodeName=$n /"
-        done
-    } >"$ETC/gres.conf"
-    grep -q '^NodeName=c4 .*nvidia3' "$ETC/gres.conf" || fail "fairway topo wrote no usable gres.conf"
+    if [ -f "$PLUGINS/gpu_nvml.so" ]; then
+        # Fairway's gpu/nvml reports Cores and Links from each node's topology file
+        # ([gpu.topology] in fairway.toml, below); gres.conf names the short types only.
+        mkdir -p "$ETC/topology"
+        cp "$topo/dgx-h100.toml" "$topo/pcie-a100-nvlink-pairs.toml" "$ETC/topology/"
+        cat >"$ETC/gres.conf" <<CONF
+AutoDetect=nvml
+NodeName=c[1-2] Name=gpu Type=h100 File=/dev/nvidia[0-7]
+NodeName=c[3-4] Name=gpu Type=a100 File=/dev/nvidia[0-3]
+CONF
+    else
+        {
+            for n in c1 c2; do
+                "$PLUGINS/bin/fairway" topo --file "$topo/dgx-h100.toml" --gres-conf --style static | sed "s/^/NodeName=$n /"
+            done
+            for n in c3 c4; do
+                "$PLUGINS/bin/fairway" topo --file "$topo/pcie-a100-nvlink-pairs.toml" --gres-conf --style static | sed "s/^/NodeName=$n /"
+            done
+        } >"$ETC/gres.conf"
+        grep -q '^NodeName=c4 .*nvidia3' "$ETC/gres.conf" || fail "fairway topo wrote no usable gres.conf"
+    fi
     if [ "$ver" != 22.05 ]; then
         echo "CgroupPlugin=disabled" >"$ETC/cgroup.conf"
     fi
@@ -193,6 +213,14 @@ CONF
     # e2e tests need not wait that long.
     sed 's/^min_runtime = .*/min_runtime = 30                     # docker test cluster: short/' \
         "$root/config/fairway.gpu-cluster.toml" >"$ETC/fairway.toml"
+    if [ -f "$PLUGINS/gpu_nvml.so" ]; then
+        cat >>"$ETC/fairway.toml" <<CONF
+
+[gpu.topology]
+"c[1-2]" = "topology/dgx-h100.toml"
+"c[3-4]" = "topology/pcie-a100-nvlink-pairs.toml"
+CONF
+    fi
 }
 
 nodes_idle() {

@@ -57,6 +57,11 @@ compute)
         [ -e "/dev/nvidia$i" ] || mknod -m 666 "/dev/nvidia$i" c 195 "$i"
     done
     mkdir -p /var/spool/slurmd
+    # Where Fairway's gpu/nvml is installed: the stand-in NVML library that makes slurmd
+    # load it (docker/cluster.sh).
+    if [ -e /usr/lib/fairway/nvml-stand-in/libnvidia-ml.so ]; then
+        export LD_LIBRARY_PATH=/usr/lib/fairway/nvml-stand-in
+    fi
     wait_for slurmctld 120 scontrol ping
     exec slurmd -D -N "$NODENAME"
     ;;

@@ -140,7 +140,7 @@ fn main() {
              #include \"src/common/assoc_mgr.h\"\n#include \"src/common/read_config.h\"\n#include \"{interfaces}/{priority_h}\"\n\
              #include \"{site_factor_h}\"\n#include \"{mcs_h}\"\n\
              #include \"src/common/slurm_protocol_api.h\"\n#include \"src/slurmctld/job_scheduler.h\"\n\
-             #include \"{preempt_h}\"\n"
+             #include \"{preempt_h}\"\n#include \"{interfaces}/gres.h\"\n#include \"{interfaces}/gpu.h\"\n"
         );
         // A real file (not header_contents) so clang's macro fallback sees its macros.
         let internal_path = PathBuf::from(env::var("OUT_DIR").unwrap()).join("fairway_internal.h");
@@ -168,6 +168,10 @@ fn main() {
             .allowlist_type("job_queue_rec_t|slurm_preempt_data_type_t")
             .allowlist_function("bit_test|slurm_bit_test")
             .allowlist_var("PREEMPT_MODE_.*")
+            // gpu/nvml (slurmd): the GPUs found, handed to gres/gpu
+            .allowlist_type("node_config_load_t|gres_slurmd_conf_t|gpu_status_t")
+            .allowlist_function("add_gres_to_list|destroy_gres_slurmd_conf")
+            .allowlist_var("GRES_CONF_ENV_NVML")
     }
 
     let bindings =

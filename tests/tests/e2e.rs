@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use fairway_core::topology::select::{choose, score};
-use fairway_core::topology::{CoreSet, Topology};
+use fairway_core::topology::{CoreSet, GresStyle, Topology};
 use fairway_tests::{DockerCluster, Slurm};
 
 fn cluster() -> DockerCluster {
@@ -437,4 +437,44 @@ fn gpus_are_placed_by_topology_with_some_busy() {
     let got = assert_placed_well(&c, &pairs, pair, &free);
     assert!(pairs.nvlink.direct_lanes(got[0], got[1]) > 0, "not a bridged pair: {got:?}");
     cancel_all(&c);
+}
+
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn slurmd_takes_gpu_topology_from_fairways_gpu_plugin() {
+    let c = cluster();
+    let log = c.logs("c1");
+    if !log.contains("gpu/nvml: ") {
+        eprintln!("Fairway's gpu/nvml is not built for Slurm {} (22.05 gpu ABI only): nothing to test", c.version);
+        return;
+    }
+    // gres.conf says AutoDetect=nvml and the types only; the stand-in NVML has no GPUs, so
+    // the plugin reads each node's topology file from fairway.toml.
+    for (node, file, gpus, ty) in [("c1", "dgx-h100.toml", 8, "h100"), ("c3", "pcie-a100-nvlink-pairs.toml", 4, "a100")]
+    {
+        let log = c.logs(node);
+        let want = format!("{gpus} GPU(s) from /etc/slurm/topology/{file}");
+        assert!(log.contains(&format!("gpu/nvml: {node}: NVML cannot read the GPUs")) && log.contains(&want), "{log}");
+        // What slurmd itself made of it: Cores and Links per GPU, as the plugin reported.
+        let out = c
+            .exec(node, &["bash", "-c", "LD_LIBRARY_PATH=/usr/lib/fairway/nvml-stand-in slurmd -G 2>&1"])
+            .unwrap()
+            .stdout;
+        let expected = topology(file).gres_gpus(GresStyle::Fairway);
+        for (i, g) in expected.iter().enumerate() {
+            let line = out
+                .lines()
+                .find(|l| l.contains(&format!(" Index={i} ")))
+                .unwrap_or_else(|| panic!("{node}: no GPU {i} in slurmd -G:\n{out}"));
+            for want in [
+                // gres.conf's short type replaces NVML's name, which contains it.
+                format!("Type={ty}"),
+                format!("File={}", g.file),
+                format!("Cores={}", g.cores),
+                format!("Links={}", g.links),
+            ] {
+                assert!(line.split_whitespace().any(|f| f == want), "{node} GPU {i}: no {want} in {line}");
+            }
+        }
+    }
 }

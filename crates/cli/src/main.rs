@@ -83,16 +83,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => return Err(e).context("fairway.toml is invalid; slurmctld would refuse to start with it"),
             };
+            // The topology files it names for slurmd's gpu/nvml.
+            let dir = path.parent().unwrap_or(std::path::Path::new("."));
+            let mut errors = 0;
+            for f in check::check_gpu_topology(&config, dir) {
+                println!("{}: {f}", path.display());
+                errors += 1;
+            }
             // Then against slurm.conf's priority settings, when it can be read.
             let Ok(text) = std::fs::read_to_string(&slurm_conf) else {
                 println!("{}: not readable; priority settings not checked", slurm_conf.display());
-                return Ok(ExitCode::SUCCESS);
+                return Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS });
             };
             let findings = check::check(&config, &check::SlurmPriority::parse(&text));
             for f in &findings {
                 println!("{}: {f}", slurm_conf.display());
             }
-            let errors = findings.iter().filter(|f| f.severity == check::Severity::Error).count();
+            errors += findings.iter().filter(|f| f.severity == check::Severity::Error).count();
             Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
     }

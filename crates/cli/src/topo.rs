@@ -17,7 +17,8 @@ pub struct TopoArgs {
     #[arg(long)]
     gres_conf: bool,
     /// Which gres.conf: `autodetect` = exactly what AutoDetect=nvml detects (safe beside
-    /// it); `static` = short Type and every NVLink lane, NVSwitch included, for AutoDetect=off.
+    /// it); `static` = short Type and every NVLink lane, NVSwitch included, for AutoDetect=off;
+    /// `fairway` = what Fairway's gpu/nvml plugin reports (NVML's Type, every lane).
     #[arg(long, value_enum, default_value_t = Style::Autodetect, requires = "gres_conf")]
     style: Style,
 }
@@ -26,6 +27,7 @@ pub struct TopoArgs {
 enum Style {
     Autodetect,
     Static,
+    Fairway,
 }
 
 pub fn topo(args: TopoArgs) -> anyhow::Result<()> {
@@ -40,6 +42,7 @@ pub fn topo(args: TopoArgs) -> anyhow::Result<()> {
         let style = match args.style {
             Style::Autodetect => GresStyle::Autodetect,
             Style::Static => GresStyle::Static,
+            Style::Fairway => GresStyle::Fairway,
         };
         for line in topo.gres_conf(style) {
             println!("{line}");

@@ -266,3 +266,38 @@ mod tests {
         assert!(f.iter().any(|f| f.message.contains("shorter than PriorityCalcPeriod")), "{f:?}");
     }
 }
+
+/// Checks that every `[gpu.topology]` file (relative to `dir`, fairway.toml's directory)
+/// is a valid topology file: slurmd's gpu/nvml would otherwise report no GPUs there.
+pub fn check_gpu_topology(config: &Config, dir: &std::path::Path) -> Vec<Finding> {
+    config
+        .gpu
+        .topology
+        .iter()
+        .filter_map(|(nodes, file)| {
+            let path = dir.join(file);
+            crate::topology::Topology::load(&path).err().map(|e| Finding {
+                severity: Severity::Error,
+                message: format!(
+                    "[gpu.topology] \"{nodes}\": {e}; gpu/nvml would report no GPUs on those nodes where NVML cannot"
+                ),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod gpu_topology_tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_invalid_topology_file_is_an_error() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
+        let ok = Config::parse("[gpu.topology]\n\"c[1-2]\" = \"topology/dgx-h100.toml\"\n", &dir).unwrap();
+        assert!(check_gpu_topology(&ok, &dir).is_empty());
+        let bad = Config::parse("[gpu.topology]\n\"c3\" = \"topology/none.toml\"\n", &dir).unwrap();
+        let f = check_gpu_topology(&bad, &dir);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].message.starts_with("[gpu.topology] \"c3\": ") && f[0].message.contains("none.toml"), "{}", f[0]);
+    }
+}

@@ -5,12 +5,15 @@
 //! file, line, column and dotted key, and say why, e.g.
 //! `/etc/slurm/fairway.toml:4:8: priority.max_wait: invalid time "2 days": ...`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer};
 use toml::de::{DeTable, DeValue};
+
+use crate::hostlist::Hostlist;
 
 /// The name Fairway looks for in `slurm.conf`'s directory.
 pub const FILE_NAME: &str = "fairway.toml";
@@ -32,6 +35,54 @@ pub struct Config {
     pub job_submit: crate::submit::config::JobSubmitConfig,
     /// `[preempt]`: how `preempt/fairway` orders victims and sizes grace times.
     pub preempt: crate::preempt::config::PreemptConfig,
+    /// `[gpu]`: where slurmd's gpu plugin reads a node's topology when NVML cannot.
+    pub gpu: GpuConfig,
+}
+
+/// `[gpu]`, for the `gpu/nvml` plugin Fairway installs in slurmd.
+///
+/// ```toml
+/// [gpu.topology]
+/// "c[1-2]" = "topology/dgx-h100.toml"
+/// "c[3-4]" = "topology/pcie-a100-nvlink-pairs.toml"
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default, try_from = "RawGpuConfig")]
+pub struct GpuConfig {
+    /// Topology files (the format of `config/topology/`) by Slurm hostlist, for nodes
+    /// whose GPUs NVML cannot read (no driver, an emulated cluster). Relative paths are
+    /// from `fairway.toml`'s directory. A node may appear in one hostlist only.
+    pub topology: BTreeMap<Hostlist, PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+#[derive(Default)]
+struct RawGpuConfig {
+    topology: BTreeMap<Hostlist, PathBuf>,
+}
+
+impl TryFrom<RawGpuConfig> for GpuConfig {
+    type Error = String;
+
+    fn try_from(raw: RawGpuConfig) -> Result<Self, String> {
+        let mut seen: BTreeMap<&str, &Hostlist> = BTreeMap::new();
+        for list in raw.topology.keys() {
+            for host in list.hosts() {
+                if let Some(other) = seen.insert(host, list) {
+                    return Err(format!("node {host} is in both \"{other}\" and \"{list}\" under [gpu.topology]"));
+                }
+            }
+        }
+        Ok(Self { topology: raw.topology })
+    }
+}
+
+impl GpuConfig {
+    /// The topology file of `node`, relative paths taken from `dir` (fairway.toml's).
+    pub fn topology_file(&self, node: &str, dir: &Path) -> Option<PathBuf> {
+        self.topology.iter().find(|(list, _)| list.contains(node)).map(|(_, file)| dir.join(file))
+    }
 }
 
 /// `[priority]`: Fairway's terms, added to multifactor's factors through the site
@@ -339,5 +390,33 @@ mod shipped {
         assert_eq!(c.job_submit.checkpoint.signal.number, 10);
         assert!(c.job_submit.checkpoint.signal.batch_only);
         assert_eq!((c.preempt.min_runtime, c.preempt.max_grace("scavenger")), (600, Some(600)));
+    }
+}
+
+#[cfg(test)]
+mod gpu_tests {
+    use super::*;
+
+    #[test]
+    fn topology_files_by_hostlist() {
+        let c = Config::parse(
+            "[gpu.topology]\n\"c[1-2]\" = \"topology/dgx-h100.toml\"\n\"c3\" = \"/opt/t.toml\"\n",
+            Path::new("/etc/slurm/fairway.toml"),
+        )
+        .unwrap();
+        let dir = Path::new("/etc/slurm");
+        assert_eq!(c.gpu.topology_file("c2", dir), Some(PathBuf::from("/etc/slurm/topology/dgx-h100.toml")));
+        assert_eq!(c.gpu.topology_file("c3", dir), Some(PathBuf::from("/opt/t.toml")));
+        assert_eq!(c.gpu.topology_file("c4", dir), None);
+    }
+
+    #[test]
+    fn a_bad_hostlist_or_a_node_twice_is_refused() {
+        let e = Config::parse("[gpu.topology]\n\"c[1-\" = \"a.toml\"\n", Path::new("f.toml")).unwrap_err().to_string();
+        assert!(e.contains("invalid hostlist \"c[1-\""), "{e}");
+        let e = Config::parse("[gpu.topology]\n\"c[1-2]\" = \"a.toml\"\n\"c2\" = \"b.toml\"\n", Path::new("f.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("node c2 is in both"), "{e}");
     }
 }

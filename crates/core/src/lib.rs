@@ -25,6 +25,7 @@
 pub mod check;
 pub mod config;
 pub mod fairshare;
+pub mod hostlist;
 pub mod multifactor;
 pub mod predict;
 pub mod preempt;

@@ -254,6 +254,23 @@ pub enum GresStyle {
     /// A gres.conf for `AutoDetect=off`: the short type and every usable lane, NVSwitch
     /// lanes included, so that cons_tres's "best linked" choice sees them.
     Static,
+    /// What Fairway's `gpu/nvml` plugin reports to slurmd: NVML's type names, as
+    /// `Autodetect`, and every usable lane, as `Static` (`Links` then reach cons_tres on
+    /// NVSwitch systems too).
+    Fairway,
+}
+
+/// One GPU as a gres.conf line or a gpu plugin record describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GresGpu {
+    /// `Type=`.
+    pub type_name: String,
+    /// `File=`.
+    pub file: String,
+    /// `Cores=`: Slurm abstract core ids.
+    pub cores: String,
+    /// `Links=`: lanes to each GPU in index order, -1 for itself.
+    pub links: String,
 }
 
 impl Topology {
@@ -267,15 +284,15 @@ impl Topology {
         self.numa_node(self.gpus[gpu].numa).map_or(0, |n| n.socket)
     }
 
-    /// One gres.conf line per GPU, in index order, e.g.
-    /// `Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-55 Links=-1,18,18,18,18,18,18,18`.
-    pub fn gres_conf(&self, style: GresStyle) -> Vec<String> {
+    /// One record per GPU, in index order, in the given style.
+    pub fn gres_gpus(&self, style: GresStyle) -> Vec<GresGpu> {
         self.gpus
             .iter()
             .map(|g| {
                 let (ty, lanes): (String, &dyn Fn(usize) -> u32) = match style {
                     GresStyle::Autodetect => (g.autodetect_type(), &|j| self.nvlink.direct_lanes(g.index, j)),
                     GresStyle::Static => (g.type_name.clone(), &|j| self.nvlink.lanes(g.index, j)),
+                    GresStyle::Fairway => (g.autodetect_type(), &|j| self.nvlink.lanes(g.index, j)),
                 };
                 let mut links = String::new();
                 for j in 0..self.gpus.len() {
@@ -286,8 +303,17 @@ impl Topology {
                         let _ = write!(links, "{sep}{}", lanes(j));
                     }
                 }
-                format!("Name=gpu Type={ty} File={} Cores={} Links={links}", g.device_file(), g.cores)
+                GresGpu { type_name: ty, file: g.device_file(), cores: g.cores.to_string(), links }
             })
+            .collect()
+    }
+
+    /// One gres.conf line per GPU, in index order, e.g.
+    /// `Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-55 Links=-1,18,18,18,18,18,18,18`.
+    pub fn gres_conf(&self, style: GresStyle) -> Vec<String> {
+        self.gres_gpus(style)
+            .into_iter()
+            .map(|g| format!("Name=gpu Type={} File={} Cores={} Links={}", g.type_name, g.file, g.cores, g.links))
             .collect()
     }
 

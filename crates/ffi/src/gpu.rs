@@ -1,0 +1,56 @@
+//! The GPU list slurmd's gres/gpu plugin asks a gpu plugin for (`gpu_p_get_system_gpu_list`),
+//! built with Slurm's own `add_gres_to_list` so every field is set as `gpu/nvml` sets it.
+
+use std::ffi::CString;
+
+use fairway_core::topology::GresGpu;
+use slurm_sys as sys;
+
+use crate::list::SlurmList;
+
+/// A new Slurm list of `gres_slurmd_conf_t`, one record per GPU, or NULL when there are
+/// none (what `gpu/generic` returns: gres.conf alone then describes the GPUs).
+///
+/// # Safety
+/// `node_config` is the pointer slurmd passed to `gpu_p_get_system_gpu_list`.
+pub unsafe fn system_gpu_list(node_config: *mut sys::node_config_load_t, gpus: &[GresGpu]) -> SlurmList {
+    // SAFETY: slurmd's node_config, live for the call.
+    let Some(node) = (unsafe { node_config.as_ref() }) else {
+        tracing::error!("gpu_p_get_system_gpu_list: no node configuration given");
+        return std::ptr::null_mut();
+    };
+    if gpus.is_empty() {
+        return std::ptr::null_mut();
+    }
+    let c = |s: &str| CString::new(s).unwrap_or_default();
+    // SAFETY: the list owns its records and frees them with Slurm's destructor.
+    let list = unsafe { sys::list_create(Some(sys::destroy_gres_slurmd_conf)) };
+    let name = c("gpu");
+    for g in gpus {
+        let (cores, file, ty, links) = (c(&g.cores), c(&g.file), c(&g.type_name), c(&g.links));
+        // SAFETY: add_gres_to_list copies every string (xstrdup); no CPU bitmap is given
+        // (machine CPU ids are NVML's to know; Cores come as abstract ids).
+        unsafe {
+            sys::add_gres_to_list(
+                list,
+                name.as_ptr().cast_mut(),
+                1,
+                node.cpu_cnt as i32,
+                cores.as_ptr().cast_mut(),
+                std::ptr::null_mut(),
+                file.as_ptr().cast_mut(),
+                ty.as_ptr().cast_mut(),
+                links.as_ptr().cast_mut(),
+                std::ptr::null_mut(),
+                sys::GRES_CONF_ENV_NVML,
+            )
+        };
+    }
+    list
+}
+
+/// This node's name as slurmd knows it by default: the short host name.
+pub fn node_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    host.trim().split('.').next().unwrap_or_default().to_string()
+}
