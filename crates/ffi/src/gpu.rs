@@ -28,8 +28,9 @@ pub unsafe fn system_gpu_list(node_config: *mut sys::node_config_load_t, gpus: &
     let name = c("gpu");
     for g in gpus {
         let (cores, file, ty, links) = (c(&g.cores), c(&g.file), c(&g.type_name), c(&g.links));
-        // SAFETY: add_gres_to_list copies every string (xstrdup); no CPU bitmap is given
-        // (machine CPU ids are NVML's to know; Cores come as abstract ids).
+        // SAFETY (both versions): add_gres_to_list copies every string (xstrdup); no CPU
+        // bitmap is given (machine CPU ids are NVML's to know; Cores are abstract ids).
+        #[cfg(not(slurm_ge_23_02))]
         unsafe {
             sys::add_gres_to_list(
                 list,
@@ -45,6 +46,21 @@ pub unsafe fn system_gpu_list(node_config: *mut sys::node_config_load_t, gpus: &
                 sys::GRES_CONF_ENV_NVML,
             )
         };
+        // 23.02+: the same fields in a template record.
+        #[cfg(slurm_ge_23_02)]
+        unsafe {
+            // SAFETY: a plain C struct of integers and pointers; all-zero is its empty value.
+            let mut rec: sys::gres_slurmd_conf_t = std::mem::zeroed();
+            rec.config_flags = sys::GRES_CONF_ENV_NVML;
+            rec.count = 1;
+            rec.cpu_cnt = node.cpu_cnt;
+            rec.cpus = cores.as_ptr().cast_mut();
+            rec.file = file.as_ptr().cast_mut();
+            rec.links = links.as_ptr().cast_mut();
+            rec.name = name.as_ptr().cast_mut();
+            rec.type_name = ty.as_ptr().cast_mut();
+            sys::add_gres_to_list(list, &mut rec);
+        }
     }
     list
 }

@@ -25,7 +25,7 @@ pub mod conf;
 // The priority plugin's machinery: the 22.05 priority ABI only (23.02+ changed it).
 #[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
 pub mod decay;
-#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+#[cfg(feature = "internal")]
 pub mod gpu;
 pub mod guard;
 pub mod job;

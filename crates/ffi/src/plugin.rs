@@ -701,9 +701,10 @@ macro_rules! preempt_plugin {
     };
 }
 
-/// Exports a gpu plugin backed by a [`Gpu`] impl (Slurm 22.05's seven `gpu_p_*` symbols).
+/// Exports a gpu plugin backed by a [`Gpu`] impl: 22.05's seven `gpu_p_*` symbols, plus
+/// 23.02's `gpu_p_usage_read` (24.05 dropped `gpu_p_reconfig`; exporting it is harmless).
 /// Slurm loads only `gpu/nvml` for `AutoDetect=nvml`, so that is the type to give.
-#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+#[cfg(feature = "internal")]
 #[macro_export]
 macro_rules! gpu_plugin {
     (name: $name:literal, type: $type:literal, impl: $ty:ty) => {
@@ -749,6 +750,12 @@ macro_rules! gpu_plugin {
             $crate::SLURM_SUCCESS
         }
 
+        /// Per-process GPU usage for accounting is not gathered (as gpu/generic).
+        #[no_mangle]
+        pub extern "C" fn gpu_p_usage_read(_pid: ::std::os::raw::c_int, _data: *mut ::std::ffi::c_void) -> ::std::os::raw::c_int {
+            $crate::SLURM_SUCCESS
+        }
+
         /// How many GPUs this node has.
         #[no_mangle]
         pub unsafe extern "C" fn gpu_p_get_device_count(device_count: *mut ::std::os::raw::c_uint) {
@@ -760,15 +767,5 @@ macro_rules! gpu_plugin {
                 }
             })
         }
-    };
-}
-
-/// Exports a gpu plugin: not yet for 23.02+ (its `gpu_p_usage_read`, and from 24.05 no
-/// `gpu_p_reconfig`).
-#[cfg(not(all(feature = "internal", not(slurm_ge_23_02))))]
-#[macro_export]
-macro_rules! gpu_plugin {
-    ($($t:tt)*) => {
-        compile_error!("Fairway's gpu/nvml supports the Slurm 22.05 gpu plugin ABI only so far");
     };
 }
