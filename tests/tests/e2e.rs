@@ -443,8 +443,9 @@ fn gpus_are_placed_by_topology_with_some_busy() {
 #[ignore = "needs the docker cluster: make e2e"]
 fn slurmd_takes_gpu_topology_from_fairways_gpu_plugin() {
     let c = cluster();
-    let log = c.logs("c1");
-    if !log.contains("gpu/nvml: ") {
+    // Built where it can be (README, "Slurm versions"): by version, not by what the log
+    // shows, so a plugin that failed to load fails here instead of skipping.
+    if !matches!(c.version.as_str(), "22.05" | "24.11") {
         eprintln!(
             "Fairway's gpu/nvml is not built for Slurm {} (sid's Slurm has no NVML support): nothing to test",
             c.version

@@ -47,7 +47,7 @@ pub struct Config {
 /// "c[3-4]" = "topology/pcie-a100-nvlink-pairs.toml"
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default, try_from = "RawGpuConfig")]
+#[serde(try_from = "RawGpuConfig")]
 pub struct GpuConfig {
     /// Topology files (the format of `config/topology/`) by Slurm hostlist, for nodes
     /// whose GPUs NVML cannot read (no driver, an emulated cluster). Relative paths are
@@ -55,9 +55,9 @@ pub struct GpuConfig {
     pub topology: BTreeMap<Hostlist, PathBuf>,
 }
 
-#[derive(Deserialize)]
+/// `[gpu]` as written, before the check that no node is listed twice.
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-#[derive(Default)]
 struct RawGpuConfig {
     topology: BTreeMap<Hostlist, PathBuf>,
 }

@@ -712,7 +712,8 @@ macro_rules! gpu_plugin {
 
         $crate::__plugin_lifecycle!($type, $ty, $crate::plugin::Gpu);
 
-        /// Nothing is cached between calls: nothing to redo.
+        /// Nothing to redo: the GPUs are read once per slurmd, and a new topology (file or
+        /// hardware) takes a slurmd restart, as with Slurm's own gpu/nvml.
         #[no_mangle]
         pub extern "C" fn gpu_p_reconfig() -> ::std::os::raw::c_int {
             $crate::SLURM_SUCCESS
