@@ -68,7 +68,7 @@ cluster-down:
 
 ## e2e: the end-to-end tests on a fresh docker cluster of that version, then down again
 e2e: cluster-up
-	rc=0; FAIRWAY_E2E=$(SLURM) $(CARGO) test -p fairway-tests --test e2e -- --ignored --test-threads=1 || rc=$$?; \
+	rc=0; FAIRWAY_E2E=$(SLURM) $(CARGO) test -p fairway-tests --no-fail-fast --test e2e --test e2e_priority -- --ignored --test-threads=1 || rc=$$?; \
 	  [ $$rc = 0 ] || bash docker/cluster.sh logs $(SLURM) | tail -300; \
 	  bash docker/cluster.sh down $(SLURM); exit $$rc
 

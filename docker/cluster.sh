@@ -67,12 +67,12 @@ build_plugins() {
         export SLURM_INCLUDE_DIR=$inc CARGO_TARGET_DIR=$root/target/slurm-$full
         if [ "$ver" = 24.11 ]; then
             # Debian serves 24.11's upstream tarball: configure it for the internal
-            # structs (job_record_t, QoS, gres records) that site_factor, preempt and
-            # gpu/nvml use.
+            # structs (job_record_t, associations, QoS, gres records) the plugins use.
             SLURM_SRC_DIR=$(bash "$root/scripts/slurm-src.sh") || fail "no configured Slurm $full source tree"
             export SLURM_SRC_DIR
-            cargo build --release --manifest-path "$root/Cargo.toml" -p job_submit_fairway -p site_factor_fairway -p preempt_fairway -p gpu_nvml
-            for p in job_submit_fairway site_factor_fairway preempt_fairway gpu_nvml; do
+            local all="priority_fairway job_submit_fairway site_factor_fairway preempt_fairway gpu_nvml"
+            cargo build --release --manifest-path "$root/Cargo.toml" $(printf -- '-p %s ' $all)
+            for p in $all; do
                 install -m 0755 "$CARGO_TARGET_DIR/release/lib$p.so" "$PLUGINS/$p.so"
             done
         else

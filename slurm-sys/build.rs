@@ -96,7 +96,7 @@ fn main() {
         .allowlist_var("JOB_STATE_BASE|JOB_COMPLETING|JOB_RESIZING|JOB_POWER_UP_NODE|JOB_REVOKED|NO_CONSUME_VAL64")
         .allowlist_var("PRIVATE_DATA_JOBS|DEBUG_FLAG_PRIO|KILL_JOB_BATCH")
         .allowlist_type("cpu_bind_type")
-        .allowlist_type("slurmdb_tres_rec_t")
+        .allowlist_type("slurmdb_tres_rec_t|slurmdb_used_limits_t")
         // Client API, for tools that link libslurm themselves (bench/); plugins must not.
         .allowlist_function("slurm_init|slurm_init_job_desc_msg|slurm_submit_batch_job")
         .allowlist_function("slurm_free_submit_response_response_msg|slurm_get_errno|slurm_strerror");
@@ -150,7 +150,7 @@ fn main() {
             .clang_arg(format!("-I{}", src.display()))
             .clang_arg(format!("-I{}/src/common", src.display()))
             .allowlist_type("job_record_t|job_details|part_record_t|slurmctld_lock_t|lock_level_t")
-            .allowlist_type("assoc_mgr_lock_t|priority_factors_request_msg_t")
+            .allowlist_type("assoc_mgr_lock_t|priority_factors_request_msg_t|priority_factors_t|priority_mult_t")
             .allowlist_var("assoc_mgr_root_assoc|assoc_mgr_assoc_list|assoc_mgr_qos_list|g_user_assoc_count")
             .allowlist_var("READ_LOCK|WRITE_LOCK|NO_LOCK|TRES_ARRAY_.*|ACCOUNTING_ENFORCE_LIMITS")
             // libslurmfull functions (present in every Slurm process, so safe to link
@@ -162,6 +162,7 @@ fn main() {
                 "list_iterator_create|list_next|list_iterator_destroy|list_count|list_create|list_append|list_destroy",
             )
             .allowlist_function("slurm_copy_priority_factors_object|slurm_destroy_priority_factors_object")
+            .allowlist_function("slurm_copy_priority_factors|slurm_destroy_priority_factors")
             .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata|slurm_xcalloc")
             .allowlist_function("assoc_mgr_find_tres_pos|slurm_get_tres_weight_array|list_sort|priority_sort_part_tier")
             // preempt/fairway

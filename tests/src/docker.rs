@@ -75,6 +75,54 @@ impl DockerCluster {
         Ok(())
     }
 
+    /// Restarts a container gracefully (SIGTERM, up to a minute to save state), as an
+    /// admin restarts a daemon.
+    pub fn restart(&self, service: &str) -> Result<()> {
+        let out = Command::new("docker").args(["restart", "-t", "60", &self.container(service)?]).output()?;
+        if !out.status.success() {
+            bail!("docker restart {service}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    }
+
+    /// Kills a container's daemon with SIGKILL (a crash: nothing is saved) and starts
+    /// the container again.
+    pub fn kill_9_and_start(&self, service: &str) -> Result<()> {
+        let id = self.container(service)?;
+        let out = Command::new("docker").args(["kill", "--signal", "KILL", &id]).output()?;
+        if !out.status.success() {
+            bail!("docker kill {service}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        self.set_running(service, true)
+    }
+
+    /// Reads a file inside a container.
+    pub fn read_file(&self, service: &str, path: &str) -> Result<String> {
+        let out = self.exec(service, &["cat", path])?;
+        if !out.ok() {
+            bail!("cat {path} on {service}: {out:?}");
+        }
+        Ok(out.stdout)
+    }
+
+    /// Replaces a file inside a container (as root).
+    pub fn write_file(&self, service: &str, path: &str, content: &str) -> Result<()> {
+        use std::io::Write;
+        let mut child = Command::new("docker")
+            .args(["exec", "-i", &self.container(service)?, "sh", "-c", &format!("cat > '{path}'")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("docker exec")?;
+        child.stdin.take().context("stdin")?.write_all(content.as_bytes())?;
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!("writing {path} on {service}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    }
+
     /// Polls `cond` every 500 ms until it holds or `timeout` passes.
     pub fn wait_for(&self, what: &str, timeout: Duration, mut cond: impl FnMut() -> Result<bool>) -> Result<()> {
         let start = Instant::now();

@@ -43,7 +43,7 @@ fn fairway_plugins_load_in_slurmctld() {
     // What builds for each version (README, "Slurm versions").
     let expected: &[&str] = match c.version.as_str() {
         "22.05" => &["priority/fairway", "preempt/fairway"],
-        "24.11" => &["site_factor/fairway", "preempt/fairway"],
+        "24.11" => &["priority/fairway", "preempt/fairway"],
         _ => &[],
     };
     for plugin in expected {

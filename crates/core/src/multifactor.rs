@@ -238,9 +238,25 @@ pub struct PartitionInput {
     pub tres: Vec<(u64, u64)>,
 }
 
+/// One QOS of a job that asked for several (`--qos=a,b`, Slurm 24.11+).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QosInput {
+    /// The QOS's `Priority`.
+    pub priority: u32,
+    /// `Priority` normalised by the largest of all QOS.
+    pub norm_priority: f64,
+}
+
 /// The job's priority in one of its partitions (`priority_array[i]`): the job's other
 /// factors with this partition's factor and TRES normalisation, in Slurm's order.
 pub fn priority_in_partition(w: &Weights, f: &Factors, part: &PartitionInput) -> u32 {
+    priority_in_partition_qos(w, f, part, None)
+}
+
+/// The job's priority in one (partition, QOS) pair of a job with several partitions
+/// or QOS (24.11's `_priority_each_qos`): as [`priority_in_partition`], with the QOS
+/// factor of `qos` when that QOS has a priority (else the job's own QOS factor).
+pub fn priority_in_partition_qos(w: &Weights, f: &Factors, part: &PartitionInput, qos: Option<QosInput>) -> u32 {
     let part_factor =
         if w.flags & flags::NO_NORMAL_PART != 0 { f64::from(part.priority_job_factor) } else { part.norm_priority };
     let part_tres: f64 = if w.tres.is_empty() {
@@ -250,6 +266,13 @@ pub fn priority_in_partition(w: &Weights, f: &Factors, part: &PartitionInput) ->
         let tf = factors(w, &job).tres;
         tf.iter().zip(&w.tres).map(|(x, wt)| x * wt).fold(0.0, |acc, x| acc + x)
     };
+    let qos_weighted = match qos {
+        Some(q) if q.priority != 0 && w.qos != 0 => {
+            (if w.flags & flags::NO_NORMAL_QOS != 0 { f64::from(q.priority) } else { q.norm_priority })
+                * f64::from(w.qos)
+        }
+        _ => f.qos * f64::from(w.qos),
+    };
     // Not shared with `priority`: Slurm groups these additions differently here, and
     // floating-point sums must follow its grouping to truncate to the same integer.
     let mut p = part_factor * f64::from(w.partition);
@@ -257,7 +280,7 @@ pub fn priority_in_partition(w: &Weights, f: &Factors, part: &PartitionInput) ->
         + f.assoc * f64::from(w.assoc)
         + f.fairshare * f64::from(w.fairshare)
         + f.job_size * f64::from(w.job_size)
-        + f.qos * f64::from(w.qos)
+        + qos_weighted
         + part_tres
         + (i64::from(f.site) - i64::from(NICE_OFFSET)) as f64
         - (i64::from(f.nice) - i64::from(NICE_OFFSET)) as f64;

@@ -42,6 +42,7 @@ pub(crate) struct Ctld {
     pub(crate) lock: unsafe extern "C" fn(sys::slurmctld_lock_t),
     pub(crate) unlock: unsafe extern "C" fn(sys::slurmctld_lock_t),
     billable: unsafe extern "C" fn(*mut sys::job_record_t, libc::time_t, bool) -> f64,
+    #[cfg(not(slurm_ge_24_05))]
     pub(crate) find_part: unsafe extern "C" fn(*mut std::os::raw::c_char) -> *mut sys::part_record_t,
     pub(crate) validate_operator: unsafe extern "C" fn(u32) -> bool,
     pub(crate) job_list: *const crate::list::SlurmList,
@@ -49,7 +50,17 @@ pub(crate) struct Ctld {
     tres_cnt: *const c_int,
     accounting_enforce: *const u16,
     last_job_update: *mut libc::time_t,
+    /// `acct_policy_get_acct_used_limits` and `acct_policy_get_user_used_limits`: a
+    /// QOS's per-account and per-user running TRES-seconds, which 24.11's limits read.
+    #[cfg(slurm_ge_23_02)]
+    used_limits: (UsedLimitsAcct, UsedLimitsUser),
 }
+
+#[cfg(slurm_ge_23_02)]
+type UsedLimitsAcct =
+    unsafe extern "C" fn(*mut crate::list::SlurmList, *mut std::os::raw::c_char) -> *mut sys::slurmdb_used_limits_t;
+#[cfg(slurm_ge_23_02)]
+type UsedLimitsUser = unsafe extern "C" fn(*mut crate::list::SlurmList, u32) -> *mut sys::slurmdb_used_limits_t;
 
 // SAFETY: the pointers are addresses of slurmctld's process-wide globals and functions.
 unsafe impl Send for Ctld {}
@@ -72,6 +83,7 @@ impl Ctld {
                     *mut c_void,
                     unsafe extern "C" fn(*mut sys::job_record_t, libc::time_t, bool) -> f64,
                 >(f(c"calc_job_billable_tres")?),
+                #[cfg(not(slurm_ge_24_05))]
                 find_part: std::mem::transmute::<
                     *mut c_void,
                     unsafe extern "C" fn(*mut std::os::raw::c_char) -> *mut sys::part_record_t,
@@ -84,6 +96,11 @@ impl Ctld {
                 tres_cnt: f(c"slurmctld_tres_cnt")?.cast(),
                 accounting_enforce: f(c"accounting_enforce")?.cast(),
                 last_job_update: f(c"last_job_update")?.cast(),
+                #[cfg(slurm_ge_23_02)]
+                used_limits: (
+                    std::mem::transmute::<*mut c_void, UsedLimitsAcct>(f(c"acct_policy_get_acct_used_limits")?),
+                    std::mem::transmute::<*mut c_void, UsedLimitsUser>(f(c"acct_policy_get_user_used_limits")?),
+                ),
             })
         }
     }
@@ -91,6 +108,29 @@ impl Ctld {
     fn tres_cnt(&self) -> usize {
         // SAFETY: plain read of slurmctld's `int slurmctld_tres_cnt`.
         unsafe { (*self.tres_cnt).max(0) as usize }
+    }
+
+    /// Removes `delta` from a QOS's running TRES-seconds for the job's account and
+    /// user (24.11's `_handle_qos_tres_run_secs`; earlier versions keep no such counts).
+    ///
+    /// # Safety
+    /// `u` is the usage of a live QOS and `job` a live job with an association, under
+    /// the assoc_mgr QOS write lock.
+    #[allow(unused_variables)]
+    unsafe fn qos_used_limits(&self, u: &mut sys::slurmdb_qos_usage_t, job: &sys::job_record_t, delta: &[u64]) {
+        #[cfg(slurm_ge_23_02)]
+        // SAFETY: per the contract; the getters create missing entries with arrays of
+        // slurmctld_tres_cnt (= delta.len()) elements.
+        unsafe {
+            let Some(assoc) = job.assoc_ptr.as_ref() else { return };
+            let a = (self.used_limits.0)(&mut u.acct_limit_list, assoc.acct);
+            let b = (self.used_limits.1)(&mut u.user_limit_list, job.user_id);
+            for l in [a, b] {
+                if let Some(l) = l.as_ref() {
+                    run_secs(std::ptr::null_mut(), l.tres_run_secs, &vec![0.0; delta.len()], delta);
+                }
+            }
+        }
     }
 
     fn enforce_limits(&self) -> bool {
@@ -243,6 +283,26 @@ pub fn start(recompute: Recompute, after_pass: AfterPass) -> Option<DecayThread>
         .spawn(move || crate::guard("decay thread", (), || run(&c2, &s2, recompute, after_pass)))
         .ok()?;
     Some(DecayThread { stop, handle: Some(handle), ctld })
+}
+
+/// `priority_p_recover` (23.02+): without slurmdbd no decay thread runs, so the
+/// priorities (and sprio's factors) of recovered jobs are computed once here, under
+/// the job write lock, as multifactor does. With slurmdbd the decay thread does it.
+pub fn recover(recompute: Recompute) {
+    // SAFETY: libslurmfull function reading slurm_conf.
+    if !crate::sym::in_slurmctld() || unsafe { sys::slurm_with_slurmdbd() } {
+        return;
+    }
+    let Some(ctld) = Ctld::resolve() else { return };
+    let knobs = Knobs::read();
+    let start = now();
+    ctld.with_job_write(|| {
+        ctld.for_each_job(|j| {
+            if decay_apply_new_usage(&ctld, knobs, j, LAST_RAN.load(Ordering::Relaxed), start) {
+                apply_weighted(&ctld, knobs, j, start, recompute);
+            }
+        })
+    });
 }
 
 impl DecayThread {
@@ -751,6 +811,7 @@ fn apply_new_usage(
                     tres_run_nodecay[t] = run_nodecay * c as f64;
                 }
             }
+            let job_ref = &*job;
             let charge_qos = |q: *mut sys::slurmdb_qos_rec_t| {
                 let Some(q) = q.as_mut() else { return };
                 let Some(u) = q.usage.as_mut() else { return };
@@ -760,9 +821,11 @@ fn apply_new_usage(
                     std::ptr::addr_of_mut!(u.usage_raw).cast(),
                     if nodecay { real_nodecay } else { real_decay },
                 );
-                if enforce {
+                // 24.11 charges a QOS's TRES only for jobs with an association.
+                if enforce && (cfg!(not(slurm_ge_23_02)) || !job_ref.assoc_ptr.is_null()) {
                     let add = if nodecay { &tres_run_nodecay } else { &tres_run_decay };
                     run_secs(u.usage_tres_raw, u.grp_used_tres_run_secs, add, &tres_run_delta);
+                    ctld.qos_used_limits(u, job_ref, &tres_run_delta);
                 }
             };
             charge_qos(qos);
@@ -845,7 +908,11 @@ fn init_grp_used_tres_run_secs(ctld: &Ctld, last_ran: i64) {
                     let zero = vec![0.0; tres];
                     let qos_secs = |q: *mut sys::slurmdb_qos_rec_t| {
                         if let Some(u) = q.as_ref().and_then(|q| q.usage.as_mut()) {
+                            if cfg!(slurm_ge_23_02) && job.assoc_ptr.is_null() {
+                                return;
+                            }
                             run_secs(std::ptr::null_mut(), u.grp_used_tres_run_secs, &zero, &delta);
+                            ctld.qos_used_limits(u, job, &delta);
                         }
                     };
                     qos_secs(job.qos_ptr);

@@ -265,13 +265,11 @@ impl<'a> JobRecord<'a> {
     }
 
     /// The record itself, for this crate's translators.
-    #[cfg(not(slurm_ge_23_02))]
     pub(crate) fn raw(&self) -> &slurm_sys::job_record_t {
         self.0
     }
 
     /// The record itself, mutable, for this crate's translators.
-    #[cfg(not(slurm_ge_23_02))]
     pub(crate) fn raw_mut(&mut self) -> &mut slurm_sys::job_record_t {
         self.0
     }

@@ -22,8 +22,8 @@
 #[cfg(feature = "client")]
 pub mod client;
 pub mod conf;
-// The priority plugin's machinery: the 22.05 priority ABI only (23.02+ changed it).
-#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+// The priority plugin's machinery (22.05 and 24.11 ABIs).
+#[cfg(feature = "internal")]
 pub mod decay;
 #[cfg(feature = "internal")]
 pub mod gpu;
@@ -32,10 +32,10 @@ pub mod job;
 #[cfg(feature = "internal")]
 pub mod list;
 pub mod log;
-#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+#[cfg(feature = "internal")]
 pub mod multifactor;
 pub mod plugin;
-#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+#[cfg(feature = "internal")]
 pub mod sprio;
 mod string;
 pub mod sym;

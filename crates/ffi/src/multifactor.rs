@@ -84,7 +84,12 @@ pub fn site_factor_set(job: &mut JobRecord<'_>) {
 /// Loads `PrioritySiteFactorPlugin` (slurmctld only), as multifactor's init does.
 pub fn site_factor_init() {
     // SAFETY: libslurmfull plugin loader; called once from init in slurmctld.
-    if unsafe { sys::site_factor_plugin_init() } != crate::SLURM_SUCCESS {
+    #[cfg(not(slurm_ge_23_02))]
+    let rc = unsafe { sys::site_factor_plugin_init() };
+    // SAFETY: as above (23.02 renamed it).
+    #[cfg(slurm_ge_23_02)]
+    let rc = unsafe { sys::site_factor_g_init() };
+    if rc != crate::SLURM_SUCCESS {
         tracing::error!("PrioritySiteFactorPlugin failed to load; site factors stay as jobs carry them");
     }
 }
@@ -92,13 +97,25 @@ pub fn site_factor_init() {
 /// Unloads `PrioritySiteFactorPlugin`.
 pub fn site_factor_fini() {
     // SAFETY: pairs with `site_factor_init`.
-    unsafe { sys::site_factor_plugin_fini() };
+    #[cfg(not(slurm_ge_23_02))]
+    unsafe {
+        sys::site_factor_plugin_fini()
+    };
+    // SAFETY: as above.
+    #[cfg(slurm_ge_23_02)]
+    unsafe {
+        sys::site_factor_g_fini()
+    };
 }
 
-/// Forwards `scontrol reconfigure` to the site factor plugin.
+/// Forwards `scontrol reconfigure` to the site factor plugin (24.05 dropped the call:
+/// site factor plugins re-read their configuration themselves).
 pub fn site_factor_reconfig() {
     // SAFETY: libslurmfull function; plugin context is internally locked.
-    unsafe { sys::site_factor_g_reconfig() };
+    #[cfg(not(slurm_ge_24_05))]
+    unsafe {
+        sys::site_factor_g_reconfig()
+    };
 }
 
 pub use crate::conf::{debug_priority, gpu_tres_pos, state_save_location};
@@ -116,7 +133,9 @@ fn cluster_size() -> (u32, u32) {
     static ADDRS: OnceLock<(usize, usize)> = OnceLock::new();
     let &(cpus, nodes) = ADDRS.get_or_init(|| {
         let a = |n| crate::sym::lookup(n).map_or(0, |p| p as usize);
-        (a(c"cluster_cpus"), a(c"node_record_count"))
+        // 23.02+ sizes jobs against the nodes that exist (dynamic and cloud nodes).
+        let nodes = if cfg!(slurm_ge_23_02) { c"active_node_record_count" } else { c"node_record_count" };
+        (a(c"cluster_cpus"), a(nodes))
     });
     if cpus == 0 || nodes == 0 {
         return (0, 0);
@@ -170,63 +189,195 @@ unsafe fn job_tres(j: &sys::job_record_t, part_tres: *const u64, tres_cnt: usize
         .collect()
 }
 
+/// `sprio`'s weighted TRES factors of a job in one of its partitions (24.11's
+/// `_create_prio_list_qos`). Where Slurm computes no factor for a TRES (none used, or
+/// none in the partition) it weights the job's stored value again; so does this, for
+/// identical output.
+#[cfg(slurm_ge_23_02)]
+pub(crate) fn part_tres_weighted(
+    j: &sys::job_record_t,
+    part: &sys::part_record_t,
+    w: &Weights,
+    old: &[f64],
+) -> Vec<f64> {
+    let raw = w.flags & fairway_core::multifactor::flags::NO_NORMAL_TRES != 0;
+    // SAFETY: TRES arrays hold slurmctld_tres_cnt entries or are NULL (caller's locks).
+    let tres = unsafe { job_tres(j, part.tres_cnt, w.tres.len()) };
+    tres.iter()
+        .zip(&w.tres)
+        .zip(old)
+        .map(|((&(value, part_cnt), wt), &old)| {
+            let base = if raw {
+                value as f64
+            } else if value != 0 && part_cnt != 0 {
+                value as f64 / part_cnt as f64
+            } else {
+                old
+            };
+            base * wt
+        })
+        .collect()
+}
+
+/// Whether the job asked for several QOS (24.11+; never before).
+fn multi_qos(j: &sys::job_record_t) -> bool {
+    #[cfg(slurm_ge_23_02)]
+    return !j.qos_list.is_null();
+    #[cfg(not(slurm_ge_23_02))]
+    {
+        let _ = j;
+        false
+    }
+}
+
+/// `n` zeroed `T`s from Slurm's allocator (aborts on failure, as xcalloc does).
+///
+/// # Safety
+/// The result must be freed by Slurm (or `xfree`), never by Rust.
+unsafe fn xcalloc<T>(n: usize, what: &std::ffi::CStr) -> *mut T {
+    // SAFETY: per the contract.
+    unsafe {
+        sys::slurm_xcalloc(n, std::mem::size_of::<T>(), true, false, c"fairway".as_ptr(), 0, what.as_ptr()).cast()
+    }
+}
+
+/// Frees what `*p` points to with Slurm's allocator and nulls it.
+///
+/// # Safety
+/// `*p` is NULL or Slurm-allocated.
+#[cfg(slurm_ge_23_02)]
+unsafe fn xfree(p: *mut *mut c_void) {
+    // SAFETY: per the contract.
+    unsafe { sys::libslurmfull::slurm_xfree(p) };
+}
+
+/// Writes `prios` into an array of at least that many entries; with `incr_only` an
+/// entry only rises.
+///
+/// # Safety
+/// `arr` holds at least `prios.len()` entries.
+unsafe fn store(arr: *mut u32, prios: &[u32], incr_only: bool) {
+    for (i, &p) in prios.iter().enumerate() {
+        // SAFETY: per the contract.
+        let slot = unsafe { &mut *arr.add(i) };
+        if !incr_only || *slot < p {
+            *slot = p;
+        }
+    }
+}
+
 impl JobRecord<'_> {
-    /// For a job submitted to several partitions: sorts them by `PriorityTier` (as
-    /// multifactor does, in place) and returns each one's inputs; empty otherwise.
+    /// The partitions a job has one priority per (several partitions, or on 24.11 several
+    /// QOS: then its one partition), in `priority_array` order, with each one's inputs;
+    /// empty for a job with one partition and one QOS. 22.05 sorts the partitions by
+    /// `PriorityTier` here (in place), as its multifactor does; 24.11 keeps them sorted.
     pub fn partition_inputs(&mut self, tres_cnt: usize) -> Vec<fairway_core::multifactor::PartitionInput> {
         let j = self.raw_mut();
-        if j.part_ptr_list.is_null() {
-            return Vec::new();
+        let mut parts: Vec<*mut sys::part_record_t> = Vec::new();
+        if !j.part_ptr_list.is_null() {
+            // SAFETY: the job's partition list is live under the caller's job write
+            // lock; list_sort reorders it in place.
+            #[cfg(not(slurm_ge_23_02))]
+            unsafe {
+                sys::list_sort(j.part_ptr_list, Some(sys::priority_sort_part_tier))
+            };
+            crate::list::for_each(j.part_ptr_list, |p| parts.push(p.cast()));
+        } else if multi_qos(j) && !j.part_ptr.is_null() {
+            parts.push(j.part_ptr);
         }
-        let mut out = Vec::new();
-        // SAFETY: the job's partition list and partitions are live under the caller's
-        // job write and partition read locks; list_sort reorders the list in place.
-        unsafe {
-            sys::list_sort(j.part_ptr_list, Some(sys::priority_sort_part_tier));
-            crate::decay::for_each(j.part_ptr_list, |p| {
-                let part = &*p.cast::<sys::part_record_t>();
-                let tres = job_tres(j, part.tres_cnt, tres_cnt);
-                out.push(fairway_core::multifactor::PartitionInput {
+        parts
+            .into_iter()
+            .map(|p| {
+                // SAFETY: partitions are live under the caller's partition read lock.
+                let part = unsafe { &*p };
+                fairway_core::multifactor::PartitionInput {
                     priority_job_factor: part.priority_job_factor,
                     norm_priority: part.norm_priority,
-                    tres,
-                });
-            });
-        }
-        out
+                    // SAFETY: TRES arrays hold slurmctld_tres_cnt entries or are NULL.
+                    tres: unsafe { job_tres(j, part.tres_cnt, tres_cnt) },
+                }
+            })
+            .collect()
     }
 
-    /// Stores per-partition priorities (`priority_array`, in the sorted partition
-    /// order); with `incr_only`, an entry only ever rises.
+    /// The QOS of a job that asked for several (24.11's `--qos=a,b`), in
+    /// `priority_array` order; one `None` (the job's own QOS) otherwise.
+    pub fn qos_inputs(&self) -> Vec<Option<fairway_core::multifactor::QosInput>> {
+        let j = self.raw();
+        if !multi_qos(j) {
+            return vec![None];
+        }
+        let _locks = AssocReadLock::take();
+        #[cfg(slurm_ge_23_02)]
+        {
+            let mut out = Vec::new();
+            crate::list::for_each(j.qos_list, |q| {
+                // SAFETY: QOS records of assoc_mgr, under its QOS read lock.
+                let q = unsafe { &*q.cast::<sys::slurmdb_qos_rec_t>() };
+                out.push(Some(fairway_core::multifactor::QosInput {
+                    priority: q.priority,
+                    // SAFETY: as above.
+                    norm_priority: unsafe { q.usage.as_ref() }.map_or(0.0, |u| u.norm_priority),
+                }));
+            });
+            out
+        }
+        #[cfg(not(slurm_ge_23_02))]
+        Vec::new()
+    }
+
+    /// Stores per-partition (and per-QOS) priorities, in `partition_inputs` ×
+    /// `qos_inputs` order; with `incr_only`, an entry only ever rises. An empty slice
+    /// (one partition, one QOS) frees 24.11's per-partition record, as multifactor does.
     pub fn set_priority_array(&mut self, prios: &[u32], incr_only: bool) {
         let j = self.raw_mut();
-        if prios.is_empty() {
-            return;
-        }
-        // SAFETY: Slurm-allocated (xcalloc, one spare slot as Slurm sizes it) and freed
-        // by slurmctld with the job; job write lock held.
-        unsafe {
-            if j.priority_array.is_null() {
-                j.priority_array = sys::slurm_xcalloc(
-                    prios.len() + 1,
-                    std::mem::size_of::<u32>(),
-                    true,
-                    false,
-                    c"fairway".as_ptr(),
-                    0,
-                    c"priority_array".as_ptr(),
-                )
-                .cast();
+        #[cfg(not(slurm_ge_23_02))]
+        {
+            if prios.is_empty() {
+                return;
             }
-            for (i, &p) in prios.iter().enumerate() {
-                let slot = &mut *j.priority_array.add(i);
-                if !incr_only || *slot < p {
-                    *slot = p;
+            // SAFETY: Slurm-allocated (xcalloc, one spare slot as Slurm sizes it) and
+            // freed by slurmctld with the job; job write lock held.
+            unsafe {
+                if j.priority_array.is_null() {
+                    j.priority_array = xcalloc::<u32>(prios.len() + 1, c"priority_array");
                 }
+                store(j.priority_array, prios, incr_only);
             }
+        }
+        #[cfg(slurm_ge_23_02)]
+        // SAFETY: `part_prio` and its arrays are Slurm-allocated and freed by slurmctld
+        // with the job (or here, as multifactor does); job write lock held.
+        unsafe {
+            if prios.is_empty() {
+                if let Some(pp) = j.part_prio.as_mut() {
+                    xfree(std::ptr::addr_of_mut!(pp.priority_array).cast());
+                    xfree(std::ptr::addr_of_mut!(pp.priority_array_names).cast());
+                    xfree(std::ptr::addr_of_mut!(j.part_prio).cast());
+                }
+                return;
+            }
+            if j.part_prio.is_null() {
+                j.part_prio = xcalloc::<sys::priority_mult_t>(1, c"part_prio");
+            }
+            let pp = &mut *j.part_prio;
+            // Reallocated when partitions changed since (their count or order may have).
+            let last_part_update = crate::sym::lookup(c"last_part_update").map_or(0, |p| *p.cast::<libc::time_t>());
+            if pp.priority_array.is_null() || pp.last_update < last_part_update {
+                xfree(std::ptr::addr_of_mut!(pp.priority_array).cast());
+                pp.priority_array = xcalloc::<u32>(prios.len(), c"priority_array");
+                if !j.part_ptr_list.is_null() {
+                    let mut names = Vec::new();
+                    crate::list::for_each(j.part_ptr_list, |p| {
+                        names.push(std::ffi::CStr::from_ptr((*p.cast::<sys::part_record_t>()).name).to_string_lossy())
+                    });
+                    crate::string::replace_slurm_str(&mut pp.priority_array_names, &names.join(","));
+                }
+                pp.last_update = crate::plugin::unix_now();
+            }
+            store(pp.priority_array, prios, incr_only);
         }
     }
-
     /// The inputs of multifactor's factors for this job, read now.
     pub fn multifactor_input(&self, now: i64, tres_cnt: usize, calc_fs: impl Fn(f64, f64) -> f64) -> JobInput {
         let j = self.raw();

@@ -264,7 +264,7 @@ pub trait Gpu: Sized + Send + Sync + 'static {
 }
 
 /// The decay thread of the loaded priority plugin, if running.
-#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+#[cfg(feature = "internal")]
 #[doc(hidden)]
 pub static DECAY: std::sync::Mutex<Option<crate::decay::DecayThread>> = std::sync::Mutex::new(None);
 
@@ -409,8 +409,10 @@ extern "C" {
     pub fn fairway_calc_fs_factor_ld();
 }
 
-/// Exports a priority plugin backed by a [`Priority`] impl (Slurm 22.05 ABI).
-#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+/// Exports a priority plugin backed by a [`Priority`] impl: the entry points every
+/// supported Slurm version shares, plus [`__priority_lifecycle!`] and
+/// [`__priority_factors!`] for the ones that differ (reference notes, §2.5).
+#[cfg(feature = "internal")]
 #[macro_export]
 macro_rules! priority_plugin {
     (name: $name:literal, type: $type:literal, impl: $ty:ty) => {
@@ -418,25 +420,9 @@ macro_rules! priority_plugin {
 
         static FAIRWAY_PLUGIN: $crate::plugin::Slot<$ty> = $crate::plugin::Slot::new();
 
-        /// Called by Slurm after loading the plugin (slurmctld, and sshare).
-        #[no_mangle]
-        pub extern "C" fn init() -> ::std::os::raw::c_int {
-            $crate::guard("init", $crate::SLURM_ERROR, || {
-                $crate::log::init($type);
-                $crate::plugin::announce();
-                let in_ctld = $crate::sym::in_slurmctld();
-                let rc = $crate::plugin::init_with(&FAIRWAY_PLUGIN, |c| <$ty as $crate::plugin::Priority>::init(c, in_ctld));
-                if rc == $crate::SLURM_SUCCESS && in_ctld {
-                    for knob in $crate::multifactor::weights_without_slurmdbd() {
-                        $crate::__private::tracing::error!("{knob} can only be used with SlurmDBD, ignoring");
-                    }
-                    *$crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()) =
-                        $crate::decay::start(fairway_recompute, fairway_after_pass);
-                    $crate::multifactor::site_factor_init();
-                }
-                rc
-            })
-        }
+        $crate::__priority_lifecycle!($type, $ty);
+
+        $crate::__priority_factors!();
 
         fn fairway_recompute(job: &mut $crate::job::JobRecord<'_>, now: i64) -> Option<u32> {
             FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::priority(p, job, now))
@@ -444,21 +430,6 @@ macro_rules! priority_plugin {
 
         fn fairway_after_pass() {
             FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::after_decay_pass(p));
-        }
-
-        /// Called by Slurm before unloading the plugin.
-        #[no_mangle]
-        pub extern "C" fn fini() -> ::std::os::raw::c_int {
-            $crate::guard("fini", $crate::SLURM_ERROR, || {
-                // Stops and joins the decay thread before the plugin goes away.
-                let had_decay = $crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()).take().is_some();
-                if had_decay {
-                    $crate::multifactor::site_factor_fini();
-                }
-                FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::fini(p));
-                FAIRWAY_PLUGIN.clear();
-                $crate::SLURM_SUCCESS
-            })
         }
 
         /// `priority_g_set()`: job write lock held.
@@ -520,18 +491,6 @@ macro_rules! priority_plugin {
             ::core::arch::naked_asm!("jmp {}", sym $crate::plugin::fairway_calc_fs_factor_ld)
         }
 
-        /// `priority_g_get_priority_factors_list()`: what `sprio` shows.
-        #[no_mangle]
-        pub unsafe extern "C" fn priority_p_get_priority_factors_list(
-            req_msg: *mut $crate::__private::slurm_sys::priority_factors_request_msg_t,
-            uid: u32,
-        ) -> $crate::__private::slurm_sys::List {
-            $crate::guard("priority_p_get_priority_factors_list", ::std::ptr::null_mut(), || {
-                // SAFETY: slurmctld's RPC handler passes a valid request, holding no locks.
-                unsafe { $crate::sprio::factors_list(req_msg, uid) }
-            })
-        }
-
         /// `priority_g_job_end()`: job write lock held.
         #[no_mangle]
         pub unsafe extern "C" fn priority_p_job_end(job_ptr: *mut $crate::__private::slurm_sys::job_record_t) {
@@ -546,6 +505,168 @@ macro_rules! priority_plugin {
             })
         }
     };
+}
+
+/// `init` and `fini` of Slurm 22.05: the decay thread starts in `init`.
+#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __priority_lifecycle {
+    ($type:literal, $ty:ty) => {
+        /// Called by Slurm after loading the plugin (slurmctld, and sshare).
+        #[no_mangle]
+        pub extern "C" fn init() -> ::std::os::raw::c_int {
+            $crate::guard("init", $crate::SLURM_ERROR, || {
+                let rc = $crate::plugin::priority_init::<$ty>(&FAIRWAY_PLUGIN, $type);
+                if rc == $crate::SLURM_SUCCESS && $crate::sym::in_slurmctld() {
+                    $crate::plugin::start_decay(fairway_recompute, fairway_after_pass);
+                }
+                rc
+            })
+        }
+
+        /// Called by Slurm before unloading the plugin.
+        #[no_mangle]
+        pub extern "C" fn fini() -> ::std::os::raw::c_int {
+            $crate::guard("fini", $crate::SLURM_ERROR, || $crate::plugin::priority_fini::<$ty>(&FAIRWAY_PLUGIN))
+        }
+    };
+}
+
+/// `init`, `fini`, `priority_p_thread_start` and `priority_p_recover` of Slurm 23.02+
+/// (24.05 moved the decay thread's start from `init` to `priority_p_thread_start`,
+/// once slurmctld has recovered its state).
+#[cfg(all(feature = "internal", slurm_ge_23_02))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __priority_lifecycle {
+    ($type:literal, $ty:ty) => {
+        /// Called by Slurm after loading the plugin (slurmctld, and sshare).
+        #[no_mangle]
+        pub extern "C" fn init() -> ::std::os::raw::c_int {
+            $crate::guard("init", $crate::SLURM_ERROR, || $crate::plugin::priority_init::<$ty>(&FAIRWAY_PLUGIN, $type))
+        }
+
+        /// `priority_g_thread_start()`: slurmctld has recovered its jobs.
+        #[no_mangle]
+        pub extern "C" fn priority_p_thread_start() {
+            $crate::guard("priority_p_thread_start", (), || {
+                if $crate::sym::in_slurmctld() {
+                    $crate::plugin::start_decay(fairway_recompute, fairway_after_pass);
+                }
+            })
+        }
+
+        /// `priority_g_recover()`: without slurmdbd there is no decay thread, so every
+        /// recovered job's priority (and sprio's factors) is computed here, as
+        /// multifactor does. The boost is not used (multifactor ignores it too).
+        #[no_mangle]
+        pub extern "C" fn priority_p_recover(_prio_boost: u32) -> u32 {
+            $crate::guard("priority_p_recover", 0, || {
+                $crate::decay::recover(fairway_recompute);
+                0
+            })
+        }
+
+        /// Called by Slurm before unloading the plugin.
+        #[no_mangle]
+        pub extern "C" fn fini() -> ::std::os::raw::c_int {
+            $crate::guard("fini", $crate::SLURM_ERROR, || $crate::plugin::priority_fini::<$ty>(&FAIRWAY_PLUGIN))
+        }
+    };
+}
+
+/// `priority_p_get_priority_factors_list` of Slurm 22.05 (request filters, no locks held).
+#[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __priority_factors {
+    () => {
+        /// `priority_g_get_priority_factors_list()`: what `sprio` shows.
+        #[no_mangle]
+        pub unsafe extern "C" fn priority_p_get_priority_factors_list(
+            req_msg: *mut $crate::__private::slurm_sys::priority_factors_request_msg_t,
+            uid: u32,
+        ) -> $crate::list::SlurmList {
+            $crate::guard("priority_p_get_priority_factors_list", ::std::ptr::null_mut(), || {
+                // SAFETY: slurmctld's RPC handler passes a valid request, holding no locks.
+                unsafe { $crate::sprio::factors_list(req_msg, uid) }
+            })
+        }
+    };
+}
+
+/// 23.02 and 23.11 pass a request but fill 23.02's split factors: not built, as no
+/// Slurm of those versions is at hand to verify it against.
+#[cfg(all(feature = "internal", slurm_ge_23_02, not(slurm_ge_24_05)))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __priority_factors {
+    () => {
+        compile_error!(
+            "priority/fairway supports the priority ABIs of Slurm 22.05 and 24.05+ (verified on 22.05 and 24.11)"
+        );
+    };
+}
+
+/// `priority_p_get_priority_factors_list` of Slurm 24.05+ (uid only; locks held).
+#[cfg(all(feature = "internal", slurm_ge_24_05))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __priority_factors {
+    () => {
+        /// `priority_g_get_priority_factors_list()`: what `sprio` shows.
+        #[no_mangle]
+        pub unsafe extern "C" fn priority_p_get_priority_factors_list(uid: u32) -> $crate::list::SlurmList {
+            $crate::guard("priority_p_get_priority_factors_list", ::std::ptr::null_mut(), || {
+                // SAFETY: slurmctld's RPC handler holds the job, node, partition and QOS
+                // read locks.
+                unsafe { $crate::sprio::factors_list(uid) }
+            })
+        }
+    };
+}
+
+/// `init` of a priority plugin: logging, `fairway.toml`, and in slurmctld the site
+/// factor plugin, as multifactor's `init` does.
+#[cfg(feature = "internal")]
+#[doc(hidden)]
+pub fn priority_init<P: Priority>(slot: &Slot<P>, plugin_type: &'static str) -> i32 {
+    crate::log::init(plugin_type);
+    announce();
+    let in_ctld = crate::sym::in_slurmctld();
+    let rc = init_with(slot, |c| P::init(c, in_ctld));
+    if rc == crate::SLURM_SUCCESS && in_ctld {
+        for knob in crate::multifactor::weights_without_slurmdbd() {
+            tracing::error!("{knob} can only be used with SlurmDBD, ignoring");
+        }
+        crate::multifactor::site_factor_init();
+    }
+    rc
+}
+
+/// Starts the decay thread (slurmctld with slurmdbd only; see [`crate::decay::start`]).
+#[cfg(feature = "internal")]
+#[doc(hidden)]
+pub fn start_decay(recompute: crate::decay::Recompute, after_pass: crate::decay::AfterPass) {
+    let mut d = DECAY.lock().unwrap_or_else(|e| e.into_inner());
+    if d.is_none() {
+        *d = crate::decay::start(recompute, after_pass);
+    }
+}
+
+/// `fini` of a priority plugin: stops and joins the decay thread before the plugin
+/// goes away, unloads the site factor plugin, and lets the plugin save its state.
+#[cfg(feature = "internal")]
+#[doc(hidden)]
+pub fn priority_fini<P: Priority>(slot: &Slot<P>) -> i32 {
+    drop(DECAY.lock().unwrap_or_else(|e| e.into_inner()).take());
+    if crate::sym::in_slurmctld() {
+        crate::multifactor::site_factor_fini();
+    }
+    slot.with(|p| p.fini());
+    slot.clear();
+    crate::SLURM_SUCCESS
 }
 
 /// Exports a site factor plugin backed by a [`SiteFactor`] impl.
@@ -604,16 +725,6 @@ macro_rules! __site_factor_reconfig {
 #[macro_export]
 macro_rules! __site_factor_reconfig {
     ($ty:ty) => {};
-}
-
-/// Slurm 23.02 and later changed the priority ABI (reference notes, §2.5); Fairway
-/// supports it once the multi-version build (docker cluster issue) verifies it.
-#[cfg(all(feature = "internal", slurm_ge_23_02))]
-#[macro_export]
-macro_rules! priority_plugin {
-    ($($t:tt)*) => {
-        compile_error!("priority/fairway supports the Slurm 22.05 priority ABI only so far; 23.02+ is tracked by the docker-cluster issue");
-    };
 }
 
 /// Exports a preempt plugin backed by a [`Preempt`] impl (Slurm 22.05 to 24.11: one

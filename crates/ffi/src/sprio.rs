@@ -5,20 +5,30 @@
 //! `priority_p_get_priority_factors_list` returns copies for the jobs a request asks
 //! for and its sender may see, exactly as multifactor filters them.
 
+#[cfg(not(slurm_ge_23_02))]
 use std::ffi::CStr;
 use std::os::raw::c_void;
 
 use fairway_core::multifactor::{Factors, Weights};
 use slurm_sys as sys;
 
+use crate::list::SlurmList;
+
 use crate::job::JobRecord;
 
-const SIZE: usize = std::mem::size_of::<sys::priority_factors_object_t>();
+/// What `job_ptr->prio_factors` points to: 23.02 split the factors out of the object
+/// `sprio` receives.
+#[cfg(not(slurm_ge_23_02))]
+type PrioFactors = sys::priority_factors_object_t;
+#[cfg(slurm_ge_23_02)]
+type PrioFactors = sys::priority_factors_t;
 
-fn xcalloc_factors() -> *mut sys::priority_factors_object_t {
-    // SAFETY: Slurm's allocator (aborts on failure, zero-fills); freed by slurmctld's
-    // slurm_destroy_priority_factors_object / job purge.
-    unsafe { sys::slurm_xcalloc(1, SIZE, true, false, c"fairway".as_ptr(), 0, c"sprio".as_ptr()).cast() }
+fn xcalloc<T>(what: &std::ffi::CStr) -> *mut T {
+    // SAFETY: Slurm's allocator (aborts on failure, zero-fills); freed by slurmctld
+    // (job purge, the factors list's destructor).
+    unsafe {
+        sys::slurm_xcalloc(1, std::mem::size_of::<T>(), true, false, c"fairway".as_ptr(), 0, what.as_ptr()).cast()
+    }
 }
 
 /// Frees a factors object's owned arrays and zeroes it (multifactor does the same
@@ -26,7 +36,7 @@ fn xcalloc_factors() -> *mut sys::priority_factors_object_t {
 ///
 /// # Safety
 /// `f` points to a live, Slurm-allocated factors object.
-unsafe fn reset(f: *mut sys::priority_factors_object_t) {
+unsafe fn reset(f: *mut PrioFactors) {
     // SAFETY: per the contract; xfree takes NULL too and nulls the pointer.
     unsafe {
         sys::libslurmfull::slurm_xfree(std::ptr::addr_of_mut!((*f).tres_weights).cast());
@@ -40,7 +50,7 @@ impl JobRecord<'_> {
     pub fn store_priority_factors(&mut self, w: &Weights, f: &Factors) {
         let j = self.raw_mut();
         if j.prio_factors.is_null() {
-            j.prio_factors = xcalloc_factors();
+            j.prio_factors = xcalloc::<PrioFactors>(c"prio_factors");
         } else {
             // SAFETY: slurmctld's own allocation for this job, job write lock held.
             unsafe { reset(j.prio_factors) };
@@ -92,13 +102,81 @@ impl JobRecord<'_> {
     }
 }
 
+/// Which jobs `sprio` shows to one sender: pending ones (running ones too with
+/// CALCULATE_RUNNING) that are eligible and not held, within `PrivateData=jobs`.
+struct Viewer<'c> {
+    ctld: &'c crate::decay::Ctld,
+    uid: u32,
+    private: bool,
+    operator: bool,
+    now: i64,
+    accrue_always: bool,
+    calculate_running: bool,
+}
+
+impl<'c> Viewer<'c> {
+    fn new(ctld: &'c crate::decay::Ctld, uid: u32) -> Self {
+        // SAFETY: plain reads of the initialised global config; validate_operator is
+        // slurmctld's own check.
+        let (conf, operator) = unsafe { (&*std::ptr::addr_of!(sys::slurm_conf), (ctld.validate_operator)(uid)) };
+        let flags = u32::from(conf.priority_flags);
+        Self {
+            ctld,
+            uid,
+            private: u32::from(conf.private_data) & sys::PRIVATE_DATA_JOBS != 0,
+            operator,
+            now: crate::plugin::unix_now(),
+            accrue_always: flags & sys::PRIORITY_FLAGS_ACCRUE_ALWAYS != 0,
+            calculate_running: flags & sys::PRIORITY_FLAGS_CALCULATE_RUNNING != 0,
+        }
+    }
+
+    /// # Safety
+    /// `job` is a live job under the caller's job read lock.
+    unsafe fn shows(&self, job: &sys::job_record_t) -> bool {
+        let pending = job.job_state & sys::JOB_STATE_BASE == sys::JOB_PENDING;
+        if (!self.calculate_running && !pending) || job.job_state & sys::JOB_REVOKED != 0 {
+            return false;
+        }
+        // SAFETY: per the contract.
+        let Some(d) = (unsafe { job.details.as_ref() }) else { return false };
+        let use_time = if self.accrue_always { d.submit_time } else { d.begin_time };
+        if use_time == 0 || use_time > self.now || job.priority == 0 {
+            return false;
+        }
+        if self.private && job.user_id != self.uid && !self.operator {
+            // MCS-label privacy is not evaluated: hide unless the sender coordinates
+            // the job's account (without MCS), which errs on the private side.
+            // SAFETY: libslurmfull functions; acct_db_conn is slurmctld's connection.
+            return unsafe {
+                sys::slurm_mcs_get_privatedata() == 0 && coordinates(*self.ctld.acct_db_conn, self.uid, job.account)
+            };
+        }
+        true
+    }
+}
+
+/// `assoc_mgr_is_user_acct_coord`, which takes assoc_mgr's locks itself.
+///
+/// # Safety
+/// `acct` is NULL or a NUL-terminated account name.
+unsafe fn coordinates(db: *mut c_void, uid: u32, acct: *mut std::os::raw::c_char) -> bool {
+    // SAFETY: per the contract.
+    #[cfg(not(slurm_ge_23_02))]
+    return unsafe { sys::assoc_mgr_is_user_acct_coord(db, uid, acct) };
+    // SAFETY: as above; 23.02 added `is_locked`.
+    #[cfg(slurm_ge_23_02)]
+    return unsafe { sys::assoc_mgr_is_user_acct_coord(db, uid, acct, false) };
+}
+
 /// `priority_p_get_priority_factors_list` for Slurm 22.05: a `List` of factor objects
 /// (or NULL when none), filtered by the request's jobs, users and partitions and by
 /// `PrivateData=jobs`.
 ///
 /// # Safety
 /// `req` is NULL or a valid request; called by slurmctld's RPC handler without locks.
-pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u32) -> sys::List {
+#[cfg(not(slurm_ge_23_02))]
+pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u32) -> SlurmList {
     let Some(ctld) = crate::decay::Ctld::resolve() else { return std::ptr::null_mut() };
     // SAFETY: per the contract.
     let req = unsafe { req.as_ref() };
@@ -127,7 +205,7 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
                     .collect()
             })
         });
-        let ids = |l: sys::List| -> Option<Vec<u32>> {
+        let ids = |l: SlurmList| -> Option<Vec<u32>> {
             (!l.is_null()).then(|| {
                 let mut v = Vec::new();
                 crate::decay::for_each(l, |p| v.push(*p.cast::<u32>()));
@@ -138,35 +216,15 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
             Some(r) => (ids(r.job_id_list), ids(r.uid_list)),
             None => (None, None),
         };
-        let conf = &*std::ptr::addr_of!(sys::slurm_conf);
-        let private = u32::from(conf.private_data) & sys::PRIVATE_DATA_JOBS != 0;
-        let operator = (ctld.validate_operator)(uid);
-        let now = crate::plugin::unix_now();
-        let accrue_always = u32::from(conf.priority_flags) & sys::PRIORITY_FLAGS_ACCRUE_ALWAYS != 0;
-        let calculate_running = u32::from(conf.priority_flags) & sys::PRIORITY_FLAGS_CALCULATE_RUNNING != 0;
+        let viewer = Viewer::new(&ctld, uid);
         // Partition weights for jobs in several partitions, read once per request.
         let weights = crate::multifactor::weights();
         let raw_part = u32::from(weights.flags) & sys::PRIORITY_FLAGS_NO_NORMAL_PART != 0;
         let out = sys::list_create(Some(sys::slurm_destroy_priority_factors_object));
         crate::decay::for_each(*ctld.job_list, |p| {
             let job = &*p.cast::<sys::job_record_t>();
-            let pending = job.job_state & sys::JOB_STATE_BASE == sys::JOB_PENDING;
-            if (!calculate_running && !pending) || job.job_state & sys::JOB_REVOKED != 0 {
+            if !viewer.shows(job) {
                 return;
-            }
-            let Some(d) = job.details.as_ref() else { return };
-            let use_time = if accrue_always { d.submit_time } else { d.begin_time };
-            if use_time == 0 || use_time > now || job.priority == 0 {
-                return;
-            }
-            if private && job.user_id != uid && !operator {
-                // MCS-label privacy is not evaluated: hide unless the sender coordinates
-                // the job's account (without MCS), which errs on the private side.
-                let coord = sys::slurm_mcs_get_privatedata() == 0
-                    && sys::assoc_mgr_is_user_acct_coord(*ctld.acct_db_conn, uid, job.account);
-                if !coord {
-                    return;
-                }
             }
             if job_ids.as_ref().is_some_and(|v| !v.contains(&job.job_id))
                 || uids.as_ref().is_some_and(|v| !v.contains(&job.user_id))
@@ -188,7 +246,7 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
                 if part_filter.as_ref().is_some_and(|f| !f.contains(&part)) {
                     continue;
                 }
-                let obj = xcalloc_factors();
+                let obj = xcalloc::<sys::priority_factors_object_t>(c"sprio");
                 if job.direct_set_prio != 0 && !multi {
                     (*obj).direct_prio = f64::from(job.priority);
                 } else if !job.prio_factors.is_null() {
@@ -207,6 +265,102 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
             }
         });
         (ctld.unlock)(lock);
+        if sys::list_count(out) == 0 {
+            sys::list_destroy(out);
+            return std::ptr::null_mut();
+        }
+        out
+    }
+}
+
+/// The factors list's destructor: the factors are the object's own, its strings are
+/// the job's (24.11's multifactor frees it the same way).
+#[cfg(slurm_ge_24_05)]
+extern "C" fn destroy_light(obj: *mut c_void) {
+    let obj = obj.cast::<sys::priority_factors_object_t>();
+    if obj.is_null() {
+        return;
+    }
+    // SAFETY: objects of this list are allocated by `factors_list` below.
+    unsafe {
+        sys::slurm_destroy_priority_factors((*obj).prio_factors.cast());
+        let mut p = obj.cast::<c_void>();
+        sys::libslurmfull::slurm_xfree(&mut p);
+    }
+}
+
+/// `priority_p_get_priority_factors_list` for Slurm 24.05+: every job `uid` may see
+/// (sprio filters by job, user and partition itself), one object per partition and
+/// QOS of the job. slurmctld holds the job, node and partition read locks and the QOS
+/// read lock, and sends the list before it frees it, so objects borrow the jobs'
+/// strings.
+///
+/// # Safety
+/// Called by slurmctld's RPC handler with those locks held.
+#[cfg(slurm_ge_24_05)]
+pub unsafe fn factors_list(uid: u32) -> SlurmList {
+    let Some(ctld) = crate::decay::Ctld::resolve() else { return std::ptr::null_mut() };
+    let viewer = Viewer::new(&ctld, uid);
+    let weights = crate::multifactor::weights();
+    let tres_cnt = weights.tres.len();
+    let raw_part = u32::from(weights.flags) & sys::PRIORITY_FLAGS_NO_NORMAL_PART != 0;
+    let raw_qos = u32::from(weights.flags) & sys::PRIORITY_FLAGS_NO_NORMAL_QOS != 0;
+    // SAFETY: the locks above keep jobs, partitions and QOS alive; objects and their
+    // factors come from Slurm's allocator and the list carries `destroy_light`.
+    unsafe {
+        let out = sys::list_create(Some(destroy_light));
+        crate::list::for_each(*ctld.job_list, |p| {
+            let job = &*p.cast::<sys::job_record_t>();
+            if !viewer.shows(job) || (job.part_ptr.is_null() && job.part_ptr_list.is_null()) {
+                return;
+            }
+            let mut parts: Vec<*mut sys::part_record_t> = Vec::new();
+            crate::list::for_each(job.part_ptr_list, |pp| parts.push(pp.cast()));
+            let multi_part = !parts.is_empty();
+            if !multi_part {
+                parts.push(std::ptr::null_mut());
+            }
+            let mut qos: Vec<*mut sys::slurmdb_qos_rec_t> = Vec::new();
+            crate::list::for_each(job.qos_list, |q| qos.push(q.cast()));
+            if qos.is_empty() {
+                qos.push(std::ptr::null_mut());
+            }
+            for &part in &parts {
+                for &q in &qos {
+                    let obj = &mut *xcalloc::<sys::priority_factors_object_t>(c"sprio");
+                    sys::list_append(out, std::ptr::from_mut(obj).cast());
+                    obj.account = job.account;
+                    obj.job_id = job.job_id;
+                    obj.partition = if part.is_null() { (*job.part_ptr).name } else { (*part).name };
+                    obj.qos = match (q.as_ref(), job.qos_ptr.as_ref()) {
+                        (Some(q), _) | (None, Some(q)) => q.name,
+                        (None, None) => std::ptr::null_mut(),
+                    };
+                    obj.user_id = job.user_id;
+                    if job.direct_set_prio != 0 {
+                        obj.direct_prio = f64::from(job.priority);
+                        continue;
+                    }
+                    obj.prio_factors = xcalloc::<sys::priority_factors_t>(c"sprio");
+                    sys::slurm_copy_priority_factors(obj.prio_factors, job.prio_factors);
+                    let f = &mut *obj.prio_factors;
+                    if let Some(pr) = part.as_ref() {
+                        f.priority_part = if raw_part { f64::from(pr.priority_job_factor) } else { pr.norm_priority }
+                            * f64::from(weights.partition);
+                        let n = (f.tres_cnt as usize).min(tres_cnt);
+                        if !f.priority_tres.is_null() && n > 0 {
+                            let tres = std::slice::from_raw_parts_mut(f.priority_tres, n);
+                            let w = crate::multifactor::part_tres_weighted(job, pr, &weights, tres);
+                            tres.copy_from_slice(&w[..n]);
+                        }
+                    }
+                    if let Some(q) = q.as_ref().filter(|q| q.priority != 0 && weights.qos != 0) {
+                        let norm = q.usage.as_ref().map_or(0.0, |u| u.norm_priority);
+                        f.priority_qos = if raw_qos { f64::from(q.priority) } else { norm } * f64::from(weights.qos);
+                    }
+                }
+            }
+        });
         if sys::list_count(out) == 0 {
             sys::list_destroy(out);
             return std::ptr::null_mut();

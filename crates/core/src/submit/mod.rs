@@ -517,28 +517,36 @@ fn qos(
             notes.push(format!("QoS {q} ({name} tier)"));
         }
     }
-    let Some(q) = job.qos.as_deref() else { return Ok(()) };
+    let Some(list) = job.qos.as_deref() else { return Ok(()) };
     let parts = job.partitions(site);
-    let refused: Vec<(&str, &Vec<String>)> = parts
-        .iter()
-        .filter_map(|p| cfg.partition.get(*p).map(|r| (*p, &r.allowed_qos)))
-        .filter(|(_, allowed)| !allowed.is_empty() && !allowed.iter().any(|a| a == q))
-        .collect();
-    if !refused.is_empty() && refused.len() == parts.len() {
-        let (p, allowed) = refused[0];
-        return Err(Rejection::new(
-            RejectKind::Qos,
-            format!("QoS {q} is not allowed in partition {p}; allowed there: {}", allowed.join(", ")),
-        ));
+    // Slurm 24.11 takes a list (`--qos=high,normal`) and may run the job under any of
+    // them: each must be allowed in one of the job's partitions.
+    for q in qos_list(list) {
+        let refused: Vec<(&str, &Vec<String>)> = parts
+            .iter()
+            .filter_map(|p| cfg.partition.get(*p).map(|r| (*p, &r.allowed_qos)))
+            .filter(|(_, allowed)| !allowed.is_empty() && !allowed.iter().any(|a| a == q))
+            .collect();
+        if !refused.is_empty() && refused.len() == parts.len() {
+            let (p, allowed) = refused[0];
+            return Err(Rejection::new(
+                RejectKind::Qos,
+                format!("QoS {q} is not allowed in partition {p}; allowed there: {}", allowed.join(", ")),
+            ));
+        }
     }
     Ok(())
 }
 
+/// The QoS names of a request's `--qos` (one, or a comma-separated list on 24.11+).
+fn qos_list(qos: &str) -> impl Iterator<Item = &str> {
+    qos.split(',').map(str::trim).filter(|q| !q.is_empty())
+}
+
 fn checkpoint(cfg: &JobSubmitConfig, job: &mut JobRequest, d: &Directive, notes: &mut Vec<String>) {
-    let (Some(ckpt), Some(q)) = (d.ckpt, job.qos.as_deref()) else { return };
-    if !cfg.qos.preemptible.iter().any(|p| p == q) {
-        return;
-    }
+    let (Some(ckpt), Some(list)) = (d.ckpt, job.qos.as_deref()) else { return };
+    // With several QoS, one preemptible QoS is enough for the job to be preempted.
+    let Some(q) = qos_list(list).find(|q| cfg.qos.preemptible.iter().any(|p| p == q)) else { return };
     let rules = &cfg.checkpoint;
     if job.requeue.is_none() {
         job.requeue = Some(true);

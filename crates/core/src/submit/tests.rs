@@ -215,6 +215,10 @@ fn qos_by_tier_and_forbidden_combinations() {
     assert!(m.contains("QoS debug is not allowed in partition gpu"), "{m}");
     // Allowed in one of the listed partitions: Slurm picks.
     assert!(run(&JobRequest { qos: Some("debug".into()), partition: Some("gpu,a100".into()), ..job("") }).is_ok());
+    // Several QoS (Slurm 24.11): every one must be allowed, and the refusal names the one that is not.
+    assert!(run(&JobRequest { qos: Some("high,normal".into()), ..job("") }).is_ok());
+    let m = msg(run(&JobRequest { qos: Some("high,interactive".into()), ..job("") }));
+    assert!(m.contains("QoS interactive is not allowed in partition gpu"), "{m}");
 }
 
 #[test]

@@ -10,7 +10,9 @@
 //! SITE column. Run times are learned at job end (`fairway_core::predict`) and saved
 //! after each decay pass in `StateSaveLocation`.
 //!
-//! Not yet: periodic usage resets.
+//! Built for Slurm 22.05's priority ABI and for 24.05+'s (tested on 24.11): the
+//! differences (`priority_p_thread_start`, `priority_p_recover`, sprio's factors list,
+//! one priority per partition and QOS) live in `fairway_ffi`'s `priority_plugin!`.
 
 use std::sync::RwLock;
 
@@ -84,15 +86,18 @@ impl Priority for FairwayPriority {
             Some(s) => terms::starving_priority(s),
             None => multifactor::priority(&knobs.weights, &factors),
         };
+        // One priority per partition and QOS of a job that named several (none else).
         let parts = job.partition_inputs(tres_cnt);
-        if !parts.is_empty() {
-            let per_part: Vec<u32> = match starving {
-                Some(s) => vec![terms::starving_priority(s); parts.len()],
-                None => parts.iter().map(|p| multifactor::priority_in_partition(&knobs.weights, &factors, p)).collect(),
-            };
-            let incr_only = knobs.weights.flags & INCR_ONLY != 0;
-            job.set_priority_array(&per_part, incr_only);
-        }
+        let qos = if parts.is_empty() { Vec::new() } else { job.qos_inputs() };
+        let per_pair: Vec<u32> = parts
+            .iter()
+            .flat_map(|p| qos.iter().map(move |&q| (p, q)))
+            .map(|(p, q)| match starving {
+                Some(s) => terms::starving_priority(s),
+                None => multifactor::priority_in_partition_qos(&knobs.weights, &factors, p, q),
+            })
+            .collect();
+        job.set_priority_array(&per_pair, knobs.weights.flags & INCR_ONLY != 0);
         tracing::debug!(job_id = job.job_id(), prio, "priority set");
         prio
     }
