@@ -45,14 +45,33 @@ fn cluster() -> DockerCluster {
     DockerCluster::from_env().expect("the docker cluster is up")
 }
 
+/// One comparison: fair-share algorithm, and whether Fairway's terms are on (then
+/// multifactor gets them from `site_factor/fairway`, as a site adopting Fairway one
+/// step at a time would run it).
+struct Round {
+    name: &'static str,
+    classic: bool,
+    terms: bool,
+}
+
+const ROUNDS: [Round; 3] = [
+    Round { name: "Fair Tree", classic: false, terms: false },
+    Round { name: "classic", classic: true, terms: false },
+    Round { name: "Fairway's terms (site_factor/fairway on multifactor)", classic: false, terms: true },
+];
+
 /// slurm.conf with `priority_type` and the extra weights (and classic fair share).
-fn slurm_conf(orig: &str, priority_type: &str, classic: bool) -> String {
+fn slurm_conf(orig: &str, priority_type: &str, r: &Round) -> String {
+    let classic = r.classic;
     let mut conf: String = orig
         .lines()
         .filter(|l| !l.starts_with("PriorityType=") && !l.starts_with("PrioritySiteFactorPlugin="))
         .map(|l| format!("{l}\n"))
         .collect();
     conf.push_str(&format!("PriorityType={priority_type}\n"));
+    if r.terms && priority_type == "priority/multifactor" {
+        conf.push_str("PrioritySiteFactorPlugin=site_factor/fairway\n");
+    }
     conf.push_str(EXTRA_CONF);
     if classic {
         conf.push_str("PriorityFlags=NO_FAIR_TREE\n");
@@ -212,6 +231,7 @@ fn priorities_and_fair_share_equal_multifactors_on_the_same_state() {
         return;
     }
     let toml = c.read_file("ctld", FAIRWAY_TOML).unwrap();
+    let _restore = Restore { c: &c, conf: &conf, toml: &toml };
     for u in ["fw_alice", "fw_bob", "fw_carol", "fw_dave"] {
         let _ = c.cmd("scancel", &["-u", u]);
     }
@@ -246,10 +266,10 @@ fn priorities_and_fair_share_equal_multifactors_on_the_same_state() {
         c.wait_job(j, &["COMPLETED"], Duration::from_secs(120)).unwrap();
     }
 
-    c.write_file("ctld", FAIRWAY_TOML, &terms_off(&toml)).unwrap();
     let mut pending = Vec::new();
-    for (round, classic) in [("Fair Tree", false), ("classic", true)] {
-        c.write_file("ctld", SLURM_CONF, &slurm_conf(&conf, "priority/fairway", classic)).unwrap();
+    for r in &ROUNDS {
+        c.write_file("ctld", FAIRWAY_TOML, &if r.terms { toml.clone() } else { terms_off(&toml) }).unwrap();
+        c.write_file("ctld", SLURM_CONF, &slurm_conf(&conf, "priority/fairway", r)).unwrap();
         let since = ctld_clock(&c);
         restart_ctld(&c, "priority/fairway");
         if pending.is_empty() {
@@ -264,26 +284,51 @@ fn priorities_and_fair_share_equal_multifactors_on_the_same_state() {
         }
         wait_decay_pass(&c, "fairway_priority_last_decay", since);
         let fw = snapshot(&c);
-        c.write_file("ctld", SLURM_CONF, &slurm_conf(&conf, "priority/multifactor", classic)).unwrap();
+        c.write_file("ctld", SLURM_CONF, &slurm_conf(&conf, "priority/multifactor", r)).unwrap();
         let since = ctld_clock(&c);
         restart_ctld(&c, "priority/multifactor");
         wait_decay_pass(&c, "priority_last_decay_ran", since);
         let mf = snapshot(&c);
-        compare(round, &fw, &mf);
+        compare(r.name, &fw, &mf);
+        let site_set = mf.0.iter().any(|row| num(&row["site"]) != 0.0);
+        assert_eq!(site_set, r.terms, "{}: SITE column set only with Fairway's terms on", r.name);
     }
 
-    // Back to the cluster's own configuration for the tests that follow.
     for j in &pending {
         let _ = c.cmd("scancel", &[&j.to_string()]);
     }
-    c.write_file("ctld", SLURM_CONF, &conf).unwrap();
-    c.write_file("ctld", FAIRWAY_TOML, &toml).unwrap();
-    restart_ctld(&c, "priority/fairway");
-    c.wait_for("nodes idle again", Duration::from_secs(120), || {
-        let s = c.cmd("sinfo", &["-h", "-p", "gpu", "-o", "%T"])?.stdout;
-        Ok(!s.trim().is_empty() && s.lines().all(|l| l.trim() == "idle"))
-    })
-    .unwrap();
+}
+
+/// Puts the cluster's own slurm.conf and fairway.toml back and restarts slurmctld with
+/// them, also when the test fails, so the tests that follow run on the usual cluster.
+struct Restore<'a> {
+    c: &'a DockerCluster,
+    conf: &'a str,
+    toml: &'a str,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        let c = self.c;
+        let restored =
+            c.write_file("ctld", SLURM_CONF, self.conf).and_then(|_| c.write_file("ctld", FAIRWAY_TOML, self.toml));
+        if let Err(e) = restored.and_then(|_| c.restart("ctld")) {
+            eprintln!("could not restore the cluster's configuration: {e}");
+            return;
+        }
+        let up = c.wait_for("slurmctld answers", Duration::from_secs(180), || {
+            Ok(c.cmd("scontrol", &["ping"])?.stdout.contains("UP"))
+        });
+        let idle = up.and_then(|_| {
+            c.wait_for("nodes idle again", Duration::from_secs(120), || {
+                let s = c.cmd("sinfo", &["-h", "-p", "gpu", "-o", "%T"])?.stdout;
+                Ok(!s.trim().is_empty() && s.lines().all(|l| l.trim() == "idle"))
+            })
+        });
+        if let Err(e) = idle {
+            eprintln!("the cluster did not come back after restoring its configuration: {e}");
+        }
+    }
 }
 
 fn raw_usage(c: &DockerCluster, user: &str) -> f64 {

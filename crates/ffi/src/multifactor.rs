@@ -189,11 +189,10 @@ unsafe fn job_tres(j: &sys::job_record_t, part_tres: *const u64, tres_cnt: usize
         .collect()
 }
 
-/// `sprio`'s weighted TRES factors of a job in one of its partitions (24.11's
-/// `_create_prio_list_qos`). Where Slurm computes no factor for a TRES (none used, or
-/// none in the partition) it weights the job's stored value again; so does this, for
-/// identical output.
-#[cfg(slurm_ge_23_02)]
+/// `sprio`'s weighted TRES factors of a job in one of its partitions (22.05's
+/// `_filter_job`, 24.11's `_create_prio_list_qos`). Where Slurm computes no factor for a
+/// TRES (none used, or none in the partition) it weights the job's stored value again;
+/// so does this, for identical output.
 pub(crate) fn part_tres_weighted(
     j: &sys::job_record_t,
     part: &sys::part_record_t,

@@ -256,6 +256,13 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
                         (*obj).priority_part =
                             if raw_part { f64::from(pr.priority_job_factor) } else { pr.norm_priority }
                                 * f64::from(weights.partition);
+                        // TRES factors are normalised by this partition's TRES too.
+                        let n = ((*obj).tres_cnt as usize).min(weights.tres.len());
+                        if !(*obj).priority_tres.is_null() && n > 0 {
+                            let tres = std::slice::from_raw_parts_mut((*obj).priority_tres, n);
+                            let w = crate::multifactor::part_tres_weighted(job, pr, &weights, tres);
+                            tres.copy_from_slice(&w[..n]);
+                        }
                     }
                 }
                 (*obj).job_id = job.job_id;
