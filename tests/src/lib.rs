@@ -15,6 +15,7 @@
 mod cluster;
 mod conf;
 mod docker;
+pub mod fairshare;
 mod proc;
 mod slurm;
 

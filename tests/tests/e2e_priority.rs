@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use fairway_tests::fairshare::{close, num, raw_usage};
 use fairway_tests::{DockerCluster, Slurm};
 
 const SLURM_CONF: &str = "/etc/slurm/slurm.conf";
@@ -59,6 +60,15 @@ const ROUNDS: [Round; 3] = [
     Round { name: "classic", classic: true, terms: false },
     Round { name: "Fairway's terms (site_factor/fairway on multifactor)", classic: false, terms: true },
 ];
+
+/// Whether the cluster runs priority/fairway (not where it cannot be built); says so if not.
+fn runs_fairway_priority(c: &DockerCluster, conf: &str) -> bool {
+    let yes = conf.lines().any(|l| l == "PriorityType=priority/fairway");
+    if !yes {
+        eprintln!("skipped: priority/fairway is not built for Slurm {}", c.version);
+    }
+    yes
+}
 
 /// slurm.conf with `priority_type` and the extra weights (and classic fair share).
 fn slurm_conf(orig: &str, priority_type: &str, r: &Round) -> String {
@@ -161,19 +171,6 @@ fn snapshot(c: &DockerCluster) -> (Vec<Row>, Vec<Row>, Instant) {
     (sprio.collect(), sshare.collect(), Instant::now())
 }
 
-fn num(v: &str) -> f64 {
-    match v.trim() {
-        "inf" => f64::INFINITY,
-        "" => f64::NAN,
-        v => v.parse().unwrap_or(f64::NAN),
-    }
-}
-
-fn close(a: &str, b: &str, rel: f64, abs: f64) -> bool {
-    let (x, y) = (num(a), num(b));
-    (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= abs.max(rel * x.abs().max(y.abs()))
-}
-
 /// Fields that depend on when they were read: age grows (PriorityMaxAge 7 days at
 /// weight 1000: 1 point per 605 s) and usage decays (7-day half-life: 1e-4 per 10 min).
 fn compare(what: &str, fw: &(Vec<Row>, Vec<Row>, Instant), mf: &(Vec<Row>, Vec<Row>, Instant)) {
@@ -226,8 +223,7 @@ fn compare(what: &str, fw: &(Vec<Row>, Vec<Row>, Instant), mf: &(Vec<Row>, Vec<R
 fn priorities_and_fair_share_equal_multifactors_on_the_same_state() {
     let c = cluster();
     let conf = c.read_file("ctld", SLURM_CONF).unwrap();
-    if !conf.lines().any(|l| l == "PriorityType=priority/fairway") {
-        eprintln!("skipped: priority/fairway is not built for Slurm {}", c.version);
+    if !runs_fairway_priority(&c, &conf) {
         return;
     }
     let toml = c.read_file("ctld", FAIRWAY_TOML).unwrap();
@@ -331,16 +327,6 @@ impl Drop for Restore<'_> {
     }
 }
 
-fn raw_usage(c: &DockerCluster, user: &str) -> f64 {
-    let out = c.cmd("sshare", &["-h", "-P", "-u", user, "-o", "User,RawUsage"]).unwrap();
-    out.stdout
-        .lines()
-        .filter_map(|l| l.split_once('|'))
-        .filter(|(u, _)| *u == user)
-        .filter_map(|(_, r)| r.parse::<f64>().ok())
-        .sum()
-}
-
 /// Usage survives a crash: kill -9 of slurmctld loses at most one calc period of it
 /// (priority/fairway saves usage after every decay pass that added some).
 #[test]
@@ -348,8 +334,7 @@ fn raw_usage(c: &DockerCluster, user: &str) -> f64 {
 fn usage_survives_kill_9_of_slurmctld() {
     let c = cluster();
     let conf = c.read_file("ctld", SLURM_CONF).unwrap();
-    if !conf.lines().any(|l| l == "PriorityType=priority/fairway") {
-        eprintln!("skipped: priority/fairway is not built for Slurm {}", c.version);
+    if !runs_fairway_priority(&c, &conf) {
         return;
     }
     let start = raw_usage(&c, "fw_bob");

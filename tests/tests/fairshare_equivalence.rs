@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use fairway_tests::fairshare::{close, num};
 use fairway_tests::{Cluster, ClusterSpec, Slurm};
 
 fn spec(priority_type: &str, fair_tree: bool) -> ClusterSpec {
@@ -71,19 +72,6 @@ fn run(spec: ClusterSpec) -> Vec<Row> {
     let rows = sshare(&c);
     c.stop().unwrap();
     rows
-}
-
-fn num(v: &str) -> f64 {
-    match v {
-        "inf" => f64::INFINITY,
-        "" => f64::NAN,
-        v => v.parse().unwrap_or(f64::NAN),
-    }
-}
-
-fn close(a: &str, b: &str, rel: f64, abs: f64) -> bool {
-    let (x, y) = (num(a), num(b));
-    (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= abs.max(rel * x.abs().max(y.abs()))
 }
 
 fn compare(what: &str, mf: &[Row], fw: &[Row], fair_tree: bool) {

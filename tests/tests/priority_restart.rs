@@ -2,17 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use fairway_tests::fairshare::raw_usage;
 use fairway_tests::{Cluster, ClusterSpec, Slurm};
-
-fn raw_usage(c: &Cluster, user: &str) -> f64 {
-    let out = c.cmd("sshare", &["-h", "-P", "-u", user, "-o", "User,RawUsage"]).unwrap();
-    out.stdout
-        .lines()
-        .filter_map(|l| l.split_once('|'))
-        .find(|(u, _)| *u == user)
-        .and_then(|(_, r)| r.parse().ok())
-        .unwrap_or_else(|| panic!("no RawUsage for {user}: {out:?}"))
-}
 
 /// Waits for the next decay pass (1 minute here), after which usage has been saved.
 fn wait_for_decay_pass(c: &Cluster) {

@@ -380,6 +380,23 @@ mod tests {
     }
 
     #[test]
+    fn each_qos_of_a_multi_qos_job_gets_its_own_priority() {
+        let w = weights();
+        let f = factors(&w, &job());
+        let part = PartitionInput { priority_job_factor: 1, norm_priority: 0.5, tres: vec![] };
+        let own = priority(&w, &f);
+        // The job's own QOS (norm 0.25), another at 1.0, and one with no priority,
+        // which falls back to the job's own QOS factor as 24.11's multifactor does.
+        let same = QosInput { priority: 10, norm_priority: 0.25 };
+        assert_eq!(priority_in_partition_qos(&w, &f, &part, Some(same)), own);
+        let top = QosInput { priority: 40, norm_priority: 1.0 };
+        assert_eq!(priority_in_partition_qos(&w, &f, &part, Some(top)), own + 2250);
+        let none = QosInput { priority: 0, norm_priority: 0.0 };
+        assert_eq!(priority_in_partition_qos(&w, &f, &part, Some(none)), own);
+        assert_eq!(priority_in_partition_qos(&w, &f, &part, None), own);
+    }
+
+    #[test]
     fn unweighted_factors_are_not_computed() {
         let w = Weights { max_age: 10, ..Weights::default() };
         let f = factors(&w, &job());

@@ -422,6 +422,12 @@ macro_rules! priority_plugin {
 
         $crate::__priority_lifecycle!($type, $ty);
 
+        /// Called by Slurm before unloading the plugin.
+        #[no_mangle]
+        pub extern "C" fn fini() -> ::std::os::raw::c_int {
+            $crate::guard("fini", $crate::SLURM_ERROR, || $crate::plugin::priority_fini::<$ty>(&FAIRWAY_PLUGIN))
+        }
+
         $crate::__priority_factors!();
 
         fn fairway_recompute(job: &mut $crate::job::JobRecord<'_>, now: i64) -> Option<u32> {
@@ -507,7 +513,7 @@ macro_rules! priority_plugin {
     };
 }
 
-/// `init` and `fini` of Slurm 22.05: the decay thread starts in `init`.
+/// `init` of Slurm 22.05: the decay thread starts in `init`.
 #[cfg(all(feature = "internal", not(slurm_ge_23_02)))]
 #[doc(hidden)]
 #[macro_export]
@@ -524,16 +530,10 @@ macro_rules! __priority_lifecycle {
                 rc
             })
         }
-
-        /// Called by Slurm before unloading the plugin.
-        #[no_mangle]
-        pub extern "C" fn fini() -> ::std::os::raw::c_int {
-            $crate::guard("fini", $crate::SLURM_ERROR, || $crate::plugin::priority_fini::<$ty>(&FAIRWAY_PLUGIN))
-        }
     };
 }
 
-/// `init`, `fini`, `priority_p_thread_start` and `priority_p_recover` of Slurm 23.02+
+/// `init`, `priority_p_thread_start` and `priority_p_recover` of Slurm 23.02+
 /// (24.05 moved the decay thread's start from `init` to `priority_p_thread_start`,
 /// once slurmctld has recovered its state).
 #[cfg(all(feature = "internal", slurm_ge_23_02))]
@@ -566,12 +566,6 @@ macro_rules! __priority_lifecycle {
                 $crate::decay::recover(fairway_recompute);
                 0
             })
-        }
-
-        /// Called by Slurm before unloading the plugin.
-        #[no_mangle]
-        pub extern "C" fn fini() -> ::std::os::raw::c_int {
-            $crate::guard("fini", $crate::SLURM_ERROR, || $crate::plugin::priority_fini::<$ty>(&FAIRWAY_PLUGIN))
         }
     };
 }
