@@ -162,7 +162,7 @@ fn main() {
                 "list_iterator_create|list_next|list_iterator_destroy|list_count|list_create|list_append|list_destroy",
             )
             .allowlist_function("slurm_copy_priority_factors_object|slurm_destroy_priority_factors_object")
-            .allowlist_function("slurm_copy_priority_factors|slurm_destroy_priority_factors")
+            .allowlist_function("slurm_copy_priority_factors|slurm_destroy_priority_factors|xsize")
             .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata|slurm_xcalloc")
             .allowlist_function("assoc_mgr_find_tres_pos|slurm_get_tres_weight_array|list_sort|priority_sort_part_tier")
             // preempt/fairway

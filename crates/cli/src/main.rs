@@ -83,10 +83,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => return Err(e).context("fairway.toml is invalid; slurmctld would refuse to start with it"),
             };
-            // The topology files it names for slurmd's gpu/nvml.
+            // The topology files it names for slurmd's gpu/nvml, and the learned model.
             let dir = path.parent().unwrap_or(std::path::Path::new("."));
             let mut errors = 0;
-            for f in check::check_gpu_topology(&config, dir) {
+            for f in
+                check::check_gpu_topology(&config, dir).into_iter().chain(check::check_predictor_model(&config, dir))
+            {
                 println!("{}: {f}", path.display());
                 errors += 1;
             }

@@ -286,6 +286,21 @@ pub fn check_gpu_topology(config: &Config, dir: &std::path::Path) -> Vec<Finding
         .collect()
 }
 
+/// The learned model `[predictor] model` names, if any, must load: otherwise the
+/// plugins fall back to the mean of the last two runs (and log why).
+pub fn check_predictor_model(config: &Config, dir: &std::path::Path) -> Vec<Finding> {
+    let Some(path) = config.predictor.model_file(dir) else { return Vec::new() };
+    match crate::predict::LearnedPredictor::load(&path) {
+        Ok(_) => Vec::new(),
+        Err(e) => vec![Finding {
+            severity: Severity::Error,
+            message: format!(
+                "[predictor] model: {e}; the plugins would predict with the mean of the last two runs (write one with `fairway predict train`)"
+            ),
+        }],
+    }
+}
+
 #[cfg(test)]
 mod gpu_topology_tests {
     use super::*;

@@ -109,11 +109,21 @@ pub struct PredictorConfig {
     pub quantile: Quantile,
     /// Predictor history; relative paths are relative to `StateSaveLocation`.
     pub state_file: PathBuf,
+    /// A learned run-time model written by `fairway predict train`; relative paths are
+    /// relative to fairway.toml's directory. Unset: the mean of the last two runs.
+    pub model: Option<PathBuf>,
 }
 
 impl Default for PredictorConfig {
     fn default() -> Self {
-        Self { quantile: Quantile(0.9), state_file: PathBuf::from("fairway-predictor.json") }
+        Self { quantile: Quantile(0.9), state_file: PathBuf::from("fairway-predictor.json"), model: None }
+    }
+}
+
+impl PredictorConfig {
+    /// The learned model's file, relative paths taken from `dir` (fairway.toml's).
+    pub fn model_file(&self, dir: &Path) -> Option<PathBuf> {
+        self.model.as_ref().map(|m| dir.join(m))
     }
 }
 

@@ -80,6 +80,16 @@ pub struct JobRequest {
     pub submit: i64,
 }
 
+/// The run time the plugins assume for a job: the learned model's upper quantile when a
+/// model is loaded, else the mean of the last two runs of its key (capped by its limit,
+/// or the limit itself with no history); `None` with neither history nor limit.
+pub fn predict_runtime(history: &RuntimePredictor, model: Option<&LearnedPredictor>, req: &JobRequest) -> Option<u64> {
+    match model {
+        Some(m) => Some(m.predict(history, req)),
+        None => history.predict(&req.key, req.time_limit),
+    }
+}
+
 impl RuntimePredictor {
     /// Predicted run time in seconds, capped by `time_limit` (seconds) when given.
     pub fn predict(&self, key: &JobKey, time_limit: Option<u64>) -> Option<u64> {

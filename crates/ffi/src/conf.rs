@@ -130,3 +130,21 @@ pub fn debug_priority() -> bool {
     let flags = unsafe { (*std::ptr::addr_of!(slurm_sys::slurm_conf)).debug_flags };
     flags & u64::from(slurm_sys::DEBUG_FLAG_PRIO) != 0
 }
+
+/// The learned run-time model `[predictor] model` names (relative to fairway.toml's
+/// directory): `Ok(None)` when unset; logged when loaded.
+pub fn learned_model(config: &Config) -> Result<Option<fairway_core::predict::LearnedPredictor>, String> {
+    let dir = fairway_toml_path().parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let Some(file) = config.predictor.model_file(&dir) else { return Ok(None) };
+    let m = fairway_core::predict::LearnedPredictor::load(&file).map_err(|e| e.to_string())?;
+    let c = &m.calibration;
+    tracing::info!(
+        "learned run-time model {}: quantile {}, fit on {} jobs, {:.1}% of {} calibration jobs outlived it",
+        file.display(),
+        c.quantile,
+        c.fit_jobs,
+        100.0 * c.under_rate,
+        c.calibration_jobs
+    );
+    Ok(Some(m))
+}

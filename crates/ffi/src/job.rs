@@ -372,6 +372,26 @@ impl<'a> JobRecord<'a> {
             .then(|| u64::from(self.0.time_limit) * 60)
     }
 
+    /// What a run-time predictor may know of the job: its history key (user, account,
+    /// name, GPUs) and request, as at submission.
+    pub fn prediction_request(&self) -> fairway_core::predict::JobRequest {
+        // SAFETY: `details` is NULL or valid for the job's lifetime.
+        let d = unsafe { self.0.details.as_ref() };
+        let known = |v: u32| (v != 0 && v != slurm_sys::NO_VAL).then_some(v);
+        fairway_core::predict::JobRequest {
+            key: fairway_core::predict::JobKey {
+                user: self.user_id(),
+                account: self.account().unwrap_or_default().into_owned(),
+                name: self.name().unwrap_or_default().into_owned(),
+                gpus: self.gpus(),
+            },
+            time_limit: self.time_limit_secs(),
+            nodes: d.and_then(|d| known(d.min_nodes)),
+            cpus: d.and_then(|d| known(d.min_cpus)),
+            submit: d.map_or(0, |d| d.submit_time),
+        }
+    }
+
     /// When the job became eligible to run (accrue time, else begin time; 0 if not).
     pub fn eligible_since(&self) -> i64 {
         // SAFETY: `details` is NULL or valid for the job's lifetime.

@@ -240,11 +240,20 @@ unsafe fn xcalloc<T>(n: usize, what: &std::ffi::CStr) -> *mut T {
     }
 }
 
+/// Whether a Slurm-allocated array is missing or holds fewer than `n` entries (a job
+/// updated to more partitions or QOS keeps its old array).
+///
+/// # Safety
+/// `arr` is NULL or from Slurm's allocator.
+unsafe fn too_small(arr: *mut u32, n: usize) -> bool {
+    // SAFETY: per the contract; xsize reads the allocation's own header.
+    arr.is_null() || unsafe { sys::xsize(arr.cast()) } < n * std::mem::size_of::<u32>()
+}
+
 /// Frees what `*p` points to with Slurm's allocator and nulls it.
 ///
 /// # Safety
 /// `*p` is NULL or Slurm-allocated.
-#[cfg(slurm_ge_23_02)]
 unsafe fn xfree(p: *mut *mut c_void) {
     // SAFETY: per the contract.
     unsafe { sys::libslurmfull::slurm_xfree(p) };
@@ -338,7 +347,8 @@ impl JobRecord<'_> {
             // SAFETY: Slurm-allocated (xcalloc, one spare slot as Slurm sizes it) and
             // freed by slurmctld with the job; job write lock held.
             unsafe {
-                if j.priority_array.is_null() {
+                if too_small(j.priority_array, prios.len()) {
+                    xfree(std::ptr::addr_of_mut!(j.priority_array).cast());
                     j.priority_array = xcalloc::<u32>(prios.len() + 1, c"priority_array");
                 }
                 store(j.priority_array, prios, incr_only);
@@ -362,7 +372,7 @@ impl JobRecord<'_> {
             let pp = &mut *j.part_prio;
             // Reallocated when partitions changed since (their count or order may have).
             let last_part_update = crate::sym::lookup(c"last_part_update").map_or(0, |p| *p.cast::<libc::time_t>());
-            if pp.priority_array.is_null() || pp.last_update < last_part_update {
+            if too_small(pp.priority_array, prios.len()) || pp.last_update < last_part_update {
                 xfree(std::ptr::addr_of_mut!(pp.priority_array).cast());
                 pp.priority_array = xcalloc::<u32>(prios.len(), c"priority_array");
                 if !j.part_ptr_list.is_null() {

@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use fairway_core::config::PriorityConfig;
-use fairway_core::predict::{JobKey, RuntimePredictor};
+use fairway_core::predict::{self, LearnedPredictor, RuntimePredictor};
 use fairway_core::{terms, Config};
 
 use crate::job::JobRecord;
@@ -25,10 +25,12 @@ pub struct Evaluated {
     pub config: PriorityConfig,
 }
 
-/// `[priority]` of fairway.toml plus the runtime history behind it.
+/// `[priority]` of fairway.toml plus the runtime history behind it, and the learned
+/// model (`[predictor] model`) when one is configured.
 pub struct TermsState {
     config: PriorityConfig,
     predictor: Arc<Mutex<RuntimePredictor>>,
+    model: RwLock<Option<Arc<LearnedPredictor>>>,
     path: PathBuf,
     dirty: AtomicBool,
 }
@@ -54,11 +56,41 @@ impl TermsState {
                 predictor.len()
             );
         }
+        let model = if in_slurmctld {
+            crate::conf::learned_model(config).map(|m| m.map(Arc::new)).unwrap_or_else(|e| {
+                tracing::error!("{e}; run-time predictions use the mean of the last two runs instead");
+                None
+            })
+        } else {
+            None
+        };
         Self {
             config: config.priority.clone(),
             predictor: Arc::new(Mutex::new(predictor)),
+            model: RwLock::new(model),
             path,
             dirty: AtomicBool::new(false),
+        }
+    }
+
+    /// `scontrol reconfigure` (22.05; 24.05+ restarts slurmctld instead): re-reads
+    /// fairway.toml's `[predictor] model`. An unreadable file or model leaves the one in
+    /// use, and says why.
+    pub fn reconfigure(&self) {
+        match crate::conf::load() {
+            Ok(config) => self.reload_model(&config),
+            Err(e) => tracing::error!("{e}; keeping the run-time model in use"),
+        }
+    }
+
+    fn reload_model(&self, config: &Config) {
+        let mut slot = self.model.write().unwrap_or_else(|e| e.into_inner());
+        match crate::conf::learned_model(config) {
+            Ok(m) => *slot = m.map(Arc::new),
+            Err(e) => tracing::error!(
+                "{e}; keeping the {}",
+                if slot.is_some() { "model loaded before" } else { "mean of the last two runs" }
+            ),
         }
     }
 
@@ -71,22 +103,14 @@ impl TermsState {
         self.predictor.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn key(job: &JobRecord<'_>) -> JobKey {
-        JobKey {
-            user: job.user_id(),
-            account: job.account().unwrap_or_default().into_owned(),
-            name: job.name().unwrap_or_default().into_owned(),
-            gpus: job.gpus(),
-        }
-    }
-
     /// The job's terms at `now`; `None` when all terms are off. Logs them per job under
     /// `DebugFlags=Priority`.
     pub fn evaluate(&self, job: &JobRecord<'_>, now: i64) -> Option<Evaluated> {
         if !self.enabled() {
             return None;
         }
-        let expected = self.predictor().predict(&Self::key(job), job.time_limit_secs());
+        let model = self.model.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let expected = predict::predict_runtime(&self.predictor(), model.as_deref(), &job.prediction_request());
         let t = terms::compute(
             &self.config,
             &terms::TermsInput {
@@ -116,7 +140,7 @@ impl TermsState {
     pub fn learn(&self, job: &JobRecord<'_>) -> bool {
         match job.completed_runtime() {
             Some(runtime) => {
-                self.predictor().record_with_limit(&Self::key(job), runtime, job.time_limit_secs());
+                self.predictor().record_with_limit(&job.prediction_request().key, runtime, job.time_limit_secs());
                 self.dirty.store(true, Ordering::Relaxed);
                 true
             }

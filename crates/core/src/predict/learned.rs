@@ -337,8 +337,19 @@ mod tests {
             assert!(a <= j.request.time_limit.unwrap());
             history.record_with_limit(&j.request.key, j.runtime, j.request.time_limit);
         }
+        // What the plugins assume: the model when there is one, else the last two runs.
+        let cold = &jobs[0].request;
+        let empty = RuntimePredictor::default();
+        assert_eq!(crate::predict::predict_runtime(&empty, Some(&back), cold), Some(back.predict(&empty, cold)));
+        assert_eq!(crate::predict::predict_runtime(&empty, None, cold), cold.time_limit);
+        // And `fairway check-config` accepts the file.
+        let toml = format!("[predictor]\nmodel = \"{}\"\n", path.display());
+        let config = crate::Config::parse(&toml, &dir).unwrap();
+        assert!(crate::check::check_predictor_model(&config, &dir).is_empty());
         std::fs::write(&path, b"{\"format\": 99}").unwrap();
         assert!(LearnedPredictor::load(&path).is_err());
+        let found = crate::check::check_predictor_model(&config, &dir);
+        assert!(found.len() == 1 && found[0].message.starts_with("[predictor] model: "), "{found:?}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -178,8 +178,10 @@ impl JobRequest {
 pub struct Site<'a> {
     /// Partitions from `slurm.conf`.
     pub partitions: &'a Partitions,
-    /// Runtime prediction (seconds) for a job key, uncapped.
-    pub predict: &'a dyn Fn(&JobKey) -> Option<u64>,
+    /// Runtime prediction (seconds) for a job, not capped here.
+    pub predict: &'a dyn Fn(&crate::predict::JobRequest) -> Option<u64>,
+    /// Now (Unix seconds): the submit time the predictor sees.
+    pub now: i64,
 }
 
 /// Which Slurm error a refusal maps to (the second line `sbatch` prints).
@@ -589,7 +591,13 @@ fn time_limit(
     d: Option<&Directive>,
     notes: &mut Vec<String>,
 ) -> Option<u64> {
-    let raw = (site.predict)(&job.key());
+    let raw = (site.predict)(&crate::predict::JobRequest {
+        key: job.key(),
+        time_limit: job.time_limit.map(|m| u64::from(m) * 60),
+        nodes: job.min_nodes,
+        cpus: job.num_tasks,
+        submit: site.now,
+    });
     let limit_secs = job.time_limit.map(|m| u64::from(m) * 60);
     let predicted = match (raw, limit_secs) {
         (Some(p), Some(l)) => Some(p.min(l)),

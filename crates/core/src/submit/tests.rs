@@ -67,9 +67,12 @@ fn job(comment: &str) -> JobRequest {
     }
 }
 
-fn run_with(req: &JobRequest, predict: &dyn Fn(&JobKey) -> Option<u64>) -> Result<Outcome, Rejection> {
+fn run_with(
+    req: &JobRequest,
+    predict: &dyn Fn(&crate::predict::JobRequest) -> Option<u64>,
+) -> Result<Outcome, Rejection> {
     let p = parts();
-    evaluate(&cfg(), &Site { partitions: &p, predict }, req, Mode::Submit)
+    evaluate(&cfg(), &Site { partitions: &p, predict, now: 0 }, req, Mode::Submit)
 }
 
 fn run(req: &JobRequest) -> Result<Outcome, Rejection> {
@@ -93,8 +96,13 @@ fn a_job_without_directive_or_gpus_only_gets_its_tier_qos() {
 fn an_empty_config_changes_nothing() {
     let p = parts();
     let req = JobRequest { tres_per_node: Some("gres:gpu:3".into()), min_nodes: Some(2), ..job("fairway: model=70b") };
-    let o = evaluate(&JobSubmitConfig::default(), &Site { partitions: &p, predict: &|_| Some(60) }, &req, Mode::Submit)
-        .unwrap();
+    let o = evaluate(
+        &JobSubmitConfig::default(),
+        &Site { partitions: &p, predict: &|_| Some(60), now: 0 },
+        &req,
+        Mode::Submit,
+    )
+    .unwrap();
     assert_eq!(o.job, req);
     assert!(o.notes.is_empty());
 }
@@ -258,7 +266,7 @@ fn gpu_jobs_get_binding_defaults_unless_they_chose() {
 #[test]
 fn time_auto_uses_the_prediction_capped_by_the_partition() {
     let req = JobRequest { partition: Some("a100".into()), ..job("fairway: time=auto") };
-    let o = run_with(&req, &|k| (k.name == "ft").then_some(3600)).unwrap();
+    let o = run_with(&req, &|r| (r.key.name == "ft").then_some(3600)).unwrap();
     assert_eq!(o.job.time_limit, Some(75));
     assert_eq!(o.job.admin_comment.as_deref(), Some("fairway:predicted_runtime=3600"));
     let o = run_with(&req, &|_| Some(100 * 3600)).unwrap();
@@ -275,7 +283,7 @@ fn time_auto_uses_the_prediction_capped_by_the_partition() {
 #[test]
 fn modify_checks_without_filling_in() {
     let p = parts();
-    let site = Site { partitions: &p, predict: &|_| Some(60) };
+    let site = Site { partitions: &p, predict: &|_| Some(60), now: 0 };
     let req = JobRequest { qos: Some("interactive".into()), ..job("") };
     assert!(evaluate(&cfg(), &site, &req, Mode::Modify).unwrap_err().message.contains("not allowed"));
     let o = evaluate(&cfg(), &site, &job("fairway: model=70b time=auto"), Mode::Modify).unwrap();
@@ -307,7 +315,7 @@ proptest! {
         };
         for mode in [Mode::Submit, Mode::Modify] {
             let p = parts();
-            if let Ok(o) = evaluate(&cfg(), &Site { partitions: &p, predict: &|_| predicted }, &req, mode) {
+            if let Ok(o) = evaluate(&cfg(), &Site { partitions: &p, predict: &|_| predicted, now: 0 }, &req, mode) {
                 // What the user set explicitly and kept is never shortened.
                 if let (Some(t), Some(u)) = (o.job.time_limit, req.time_limit) { prop_assert_eq!(t, u); }
                 if req.qos.is_some() { prop_assert_eq!(&o.job.qos, &req.qos); }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use fairway_core::predict::RuntimePredictor;
+use fairway_core::predict::{JobRequest as PredictionRequest, LearnedPredictor, RuntimePredictor};
 use fairway_core::submit::partitions::Partitions;
 use fairway_core::submit::{self, JobRequest, Mode, RejectKind, Site};
 use fairway_core::Config;
@@ -62,6 +62,30 @@ struct Inputs {
     config: Watched<Config>,
     partitions: Watched<Partitions>,
     predictor: Watched<RuntimePredictor>,
+    /// `[predictor] model` as last configured, and the model, if it loaded.
+    model_file: Option<PathBuf>,
+    model: Option<Watched<LearnedPredictor>>,
+}
+
+impl Inputs {
+    /// The learned model, (re)loaded when fairway.toml names another file or the file
+    /// changes; a model that does not load is not retried until either happens.
+    fn model(&mut self, config: &Config) -> Option<Arc<LearnedPredictor>> {
+        let dir = self.config.path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let file = config.predictor.model_file(&dir);
+        if file != self.model_file {
+            self.model_file.clone_from(&file);
+            self.model = match fairway_ffi::conf::learned_model(config) {
+                Ok(m) => file.zip(m).map(|(f, m)| Watched::new(f, m)),
+                Err(e) => {
+                    tracing::error!("{e}; time=auto uses the mean of the last two runs instead");
+                    None
+                }
+            };
+        }
+        let load = |p: &Path| LearnedPredictor::load(p).map_err(|e| e.to_string());
+        self.model.as_mut().map(|w| w.get(load))
+    }
 }
 
 /// The plugin's state for the life of `slurmctld`.
@@ -84,7 +108,7 @@ fn predictor_path(config: &Config) -> PathBuf {
 impl FairwayJobSubmit {
     /// Runs the rules on `req` with the current inputs.
     fn evaluate(&self, req: &JobRequest, mode: Mode) -> Result<submit::Outcome, submit::Rejection> {
-        let (config, partitions, predictor) = {
+        let (config, partitions, predictor, model) = {
             let mut i = self.inputs.lock().unwrap_or_else(|e| e.into_inner());
             let config = i.config.get(load_config);
             let partitions = i.partitions.get(load_partitions);
@@ -93,10 +117,15 @@ impl FairwayJobSubmit {
                 i.predictor = Watched::new(path.clone(), RuntimePredictor::load(&path).unwrap_or_default());
             }
             let predictor = i.predictor.get(RuntimePredictor::load);
-            (config, partitions, predictor)
+            let model = i.model(&config);
+            (config, partitions, predictor, model)
         };
-        let predict = |k: &fairway_core::predict::JobKey| predictor.predict(k, None);
-        let site = Site { partitions: &partitions, predict: &predict };
+        // Without a model: the mean of the last two runs, and nothing for a new job.
+        let predict = |r: &PredictionRequest| match model.as_deref() {
+            Some(m) => Some(m.predict(&predictor, r)),
+            None => predictor.predict(&r.key, None),
+        };
+        let site = Site { partitions: &partitions, predict: &predict, now: fairway_ffi::plugin::unix_now() };
         submit::evaluate(&config.job_submit, &site, req, mode)
     }
 }
@@ -137,13 +166,16 @@ impl JobSubmit for FairwayJobSubmit {
             if rules.qos.batch.is_some() || rules.qos.interactive.is_some() { "on" } else { "off" },
             rules.time.auto_margin * 100.0
         );
-        Ok(Self {
-            inputs: Mutex::new(Inputs {
-                config: Watched::new(toml, config),
-                partitions: Watched::new(slurm_conf, partitions),
-                predictor: Watched::new(path, predictor),
-            }),
-        })
+        let mut inputs = Inputs {
+            config: Watched::new(toml, config),
+            partitions: Watched::new(slurm_conf, partitions),
+            predictor: Watched::new(path, predictor),
+            model_file: None,
+            model: None,
+        };
+        let config = inputs.config.value.clone();
+        inputs.model(&config);
+        Ok(Self { inputs: Mutex::new(inputs) })
     }
 
     fn submit(&self, job: &mut JobDesc<'_>, submit_uid: u32) -> Verdict {

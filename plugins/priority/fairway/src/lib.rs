@@ -65,6 +65,10 @@ impl Priority for FairwayPriority {
             fairway_ffi::decay::renormalize_shares();
         }
         *conf = new;
+        drop(conf);
+        if fairway_ffi::sym::in_slurmctld() {
+            self.terms.reconfigure();
+        }
     }
 
     fn priority(&self, job: &mut JobRecord<'_>, now: i64) -> u32 {

@@ -40,6 +40,10 @@ impl SiteFactor for FairwaySiteFactor {
         })
     }
 
+    fn reconfig(&self) {
+        self.terms.reconfigure();
+    }
+
     fn set(&self, job: &mut JobRecord<'_>, now: i64) {
         let Some(e) = self.terms.evaluate(job, now) else { return };
         let mine = terms::site_contribution(&e.config, &e.terms);
