@@ -37,10 +37,15 @@ fn xcalloc<T>(what: &std::ffi::CStr) -> *mut T {
 /// # Safety
 /// `f` points to a live, Slurm-allocated factors object.
 unsafe fn reset(f: *mut PrioFactors) {
-    // SAFETY: per the contract; xfree takes NULL too and nulls the pointer.
+    // SAFETY: per the contract. Called for every pending job on every pass, and the
+    // arrays exist only with PriorityWeightTRES: skip the calls when there are none.
     unsafe {
-        sys::libslurmfull::slurm_xfree(std::ptr::addr_of_mut!((*f).tres_weights).cast());
-        sys::libslurmfull::slurm_xfree(std::ptr::addr_of_mut!((*f).priority_tres).cast());
+        if !(*f).tres_weights.is_null() {
+            sys::libslurmfull::slurm_xfree(std::ptr::addr_of_mut!((*f).tres_weights).cast());
+        }
+        if !(*f).priority_tres.is_null() {
+            sys::libslurmfull::slurm_xfree(std::ptr::addr_of_mut!((*f).priority_tres).cast());
+        }
         std::ptr::write_bytes(f, 0, 1);
     }
 }
