@@ -152,21 +152,30 @@ pub fn factors(w: &Weights, j: &JobInput) -> Factors {
         f.qos = if w.flags & flags::NO_NORMAL_QOS != 0 { f64::from(j.qos_priority) } else { j.qos_norm_priority };
     }
     if !w.tres.is_empty() {
-        f.tres = j
-            .tres
-            .iter()
-            .map(|&(value, part_cnt)| {
-                if w.flags & flags::NO_NORMAL_TRES != 0 {
-                    value as f64
-                } else if value != 0 && part_cnt != 0 {
-                    value as f64 / part_cnt as f64
-                } else {
-                    0.0
-                }
-            })
-            .collect();
+        f.tres = j.tres.iter().map(|&t| tres_factor(w, t).unwrap_or(0.0)).collect();
     }
     f
+}
+
+/// One TRES factor from (the job's count, the partition's count): raw with
+/// NO_NORMAL_TRES, else normalised; `None` where Slurm computes none (nothing used, or
+/// none of it in the partition).
+fn tres_factor(w: &Weights, (value, part_cnt): (u64, u64)) -> Option<f64> {
+    if w.flags & flags::NO_NORMAL_TRES != 0 {
+        Some(value as f64)
+    } else if value != 0 && part_cnt != 0 {
+        Some(value as f64 / part_cnt as f64)
+    } else {
+        None
+    }
+}
+
+/// sprio's weighted TRES factors of a job in one of its partitions (22.05's
+/// `_filter_job`, 24.11's `_create_prio_list_qos`): `tres` as in [`JobInput::tres`] for
+/// that partition, `stored` the job's own weighted factors. Where Slurm computes no
+/// factor it weights the stored value again; so does this, for identical output.
+pub fn partition_tres_weighted(w: &Weights, tres: &[(u64, u64)], stored: &[f64]) -> Vec<f64> {
+    tres.iter().zip(&w.tres).zip(stored).map(|((&t, wt), &old)| tres_factor(w, t).unwrap_or(old) * wt).collect()
 }
 
 fn job_size(w: &Weights, j: &JobInput) -> f64 {
@@ -377,6 +386,16 @@ mod tests {
         assert_eq!(priority_in_partition(&w, &f, &same), priority(&w, &f));
         let top = PartitionInput { priority_job_factor: 2, norm_priority: 1.0, tres: vec![] };
         assert_eq!(priority_in_partition(&w, &f, &top), priority(&w, &f) + 1000);
+    }
+
+    #[test]
+    fn sprio_rows_weight_each_partitions_tres_and_keep_slurms_stale_values() {
+        let w = Weights { tres: vec![700.0, 300.0], ..weights() };
+        // CPUs normalised by this partition's 8; no memory counted there: the job's
+        // stored (already weighted) value is weighted again, as Slurm does.
+        assert_eq!(partition_tres_weighted(&w, &[(4, 8), (100, 0)], &[1.0, 2.0]), vec![350.0, 600.0]);
+        let raw = Weights { flags: flags::NO_NORMAL_TRES, ..w };
+        assert_eq!(partition_tres_weighted(&raw, &[(4, 8), (0, 0)], &[1.0, 2.0]), vec![2800.0, 0.0]);
     }
 
     #[test]

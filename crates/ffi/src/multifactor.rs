@@ -189,33 +189,17 @@ unsafe fn job_tres(j: &sys::job_record_t, part_tres: *const u64, tres_cnt: usize
         .collect()
 }
 
-/// `sprio`'s weighted TRES factors of a job in one of its partitions (22.05's
-/// `_filter_job`, 24.11's `_create_prio_list_qos`). Where Slurm computes no factor for a
-/// TRES (none used, or none in the partition) it weights the job's stored value again;
-/// so does this, for identical output.
+/// sprio's weighted TRES factors of a job in one of its partitions
+/// (`fairway_core::multifactor::partition_tres_weighted`).
 pub(crate) fn part_tres_weighted(
     j: &sys::job_record_t,
     part: &sys::part_record_t,
     w: &Weights,
     old: &[f64],
 ) -> Vec<f64> {
-    let raw = w.flags & fairway_core::multifactor::flags::NO_NORMAL_TRES != 0;
     // SAFETY: TRES arrays hold slurmctld_tres_cnt entries or are NULL (caller's locks).
     let tres = unsafe { job_tres(j, part.tres_cnt, w.tres.len()) };
-    tres.iter()
-        .zip(&w.tres)
-        .zip(old)
-        .map(|((&(value, part_cnt), wt), &old)| {
-            let base = if raw {
-                value as f64
-            } else if value != 0 && part_cnt != 0 {
-                value as f64 / part_cnt as f64
-            } else {
-                old
-            };
-            base * wt
-        })
-        .collect()
+    fairway_core::multifactor::partition_tres_weighted(w, &tres, old)
 }
 
 /// Whether the job asked for several QOS (24.11+; never before).
@@ -233,7 +217,7 @@ fn multi_qos(j: &sys::job_record_t) -> bool {
 ///
 /// # Safety
 /// The result must be freed by Slurm (or `xfree`), never by Rust.
-unsafe fn xcalloc<T>(n: usize, what: &std::ffi::CStr) -> *mut T {
+pub(crate) unsafe fn xcalloc<T>(n: usize, what: &std::ffi::CStr) -> *mut T {
     // SAFETY: per the contract.
     unsafe {
         sys::slurm_xcalloc(n, std::mem::size_of::<T>(), true, false, c"fairway".as_ptr(), 0, what.as_ptr()).cast()

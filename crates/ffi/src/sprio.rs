@@ -23,12 +23,11 @@ type PrioFactors = sys::priority_factors_object_t;
 #[cfg(slurm_ge_23_02)]
 type PrioFactors = sys::priority_factors_t;
 
+/// One zeroed `T` from Slurm's allocator; freed by slurmctld (job purge, the factors
+/// list's destructor).
 fn xcalloc<T>(what: &std::ffi::CStr) -> *mut T {
-    // SAFETY: Slurm's allocator (aborts on failure, zero-fills); freed by slurmctld
-    // (job purge, the factors list's destructor).
-    unsafe {
-        sys::slurm_xcalloc(1, std::mem::size_of::<T>(), true, false, c"fairway".as_ptr(), 0, what.as_ptr()).cast()
-    }
+    // SAFETY: freed only by Slurm, as above.
+    unsafe { crate::multifactor::xcalloc(1, what) }
 }
 
 /// Frees a factors object's owned arrays and zeroes it (multifactor does the same
