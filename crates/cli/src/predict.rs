@@ -114,14 +114,14 @@ pub fn predict(cmd: PredictCommand) -> anyhow::Result<()> {
             bar.finish_and_clear();
             let c = &model.calibration;
             println!(
-                "{}: {} of {} jobs usable; trees fit on {}, calibrated on {} (offset {:+.3} in log space, \
+                "{}: {} of {} jobs usable; trees fit on {}, calibrated on {} ({}, \
                  {:.1}% under-predicted, target {:.1}%)",
                 out.display(),
                 jobs.len(),
                 all.len(),
                 c.fit_jobs,
                 c.calibration_jobs,
-                c.offset,
+                c.describe_offsets(),
                 100.0 * c.under_rate,
                 100.0 * (1.0 - c.quantile)
             );
@@ -172,10 +172,10 @@ fn print_table(input: &TraceInput, loaded: usize, eval: &Evaluation) {
     );
     let c = &eval.calibration;
     println!(
-        "learned model: trees fit on {} jobs, conformal offset {:+.3} (log space) from the next {}: \
+        "learned model: trees fit on {} jobs, conformal {} from the next {}: \
          {:.1}% under-predicted there, target ≤ {:.1}%",
         c.fit_jobs,
-        c.offset,
+        c.describe_offsets(),
         c.calibration_jobs,
         100.0 * c.under_rate,
         100.0 * (1.0 - c.quantile)

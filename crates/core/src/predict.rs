@@ -15,6 +15,7 @@
 //! The priority plugin learns at job end and keeps the history in `StateSaveLocation` so it
 //! survives restarts; [`evaluate`] replays a trace in time order and scores all three.
 
+mod calibrate;
 mod eval;
 mod learned;
 

@@ -1,11 +1,12 @@
-//! The learned predictor: gradient-boosted trees on log run time, shifted by a
-//! split-conformal offset so that an upper quantile of run times falls under the prediction.
+//! The learned predictor: gradient-boosted trees on log run time, shifted by conformal
+//! offsets so that an upper quantile of run times falls under the prediction.
 //!
 //! `forust-ml` has no quantile loss, so the trees fit ln(1 + run time) with squared loss on
 //! the older part of the training jobs, and the newer part (kept out of fitting) calibrates:
-//! the offset added in log space is the ⌈(n+1)·q⌉-th smallest residual there, so at most a
-//! share 1 − q of calibration jobs outlive their prediction. Predictions are capped by the
-//! time limit, like every predictor here.
+//! offsets added in log space, one per range of the trees' prediction, chosen so that at most
+//! a share 1 − q of calibration jobs outlive their prediction with the least error in
+//! seconds ([`calibrate`](super::calibrate)). Predictions are capped by the time limit, like
+//! every predictor here.
 
 use std::fmt;
 use std::path::Path;
@@ -14,10 +15,12 @@ use forust_ml::objective::ObjectiveType;
 use forust_ml::{GradientBooster, Matrix};
 use serde::{Deserialize, Serialize};
 
+use super::calibrate::{self, Held};
 use super::{JobRequest, RuntimePredictor};
 
-/// Model file format; bumped when features or their order change.
-const FORMAT: u32 = 1;
+/// Model file format; bumped when features, their order or the calibration change
+/// (2: one offset per range of predictions).
+const FORMAT: u32 = 2;
 
 /// Names of the model's features, in order.
 pub const FEATURE_NAMES: [&str; 10] = [
@@ -32,6 +35,11 @@ pub const FEATURE_NAMES: [&str; 10] = [
     "runs_of_key",
     "user_median_runtime_to_limit",
 ];
+
+/// Runs of a key beyond which more make no difference to the model. Uncapped, the count
+/// only grows, and the trees read it as a clock: jobs of a busy key would get whatever the
+/// newest training jobs did.
+const RUNS_CAP: u64 = 16;
 
 /// A job's features at submit time: its request plus what history says about its key and
 /// user. Unknown values are NaN, which the trees route on their own.
@@ -54,7 +62,7 @@ impl Features {
             weekday as f64,
             opt(history.last_two_mean(&req.key)),
             opt(history.last_run(&req.key)),
-            history.runs(&req.key) as f64,
+            history.runs(&req.key).min(RUNS_CAP) as f64,
             history.user_median_ratio(req.key.user).unwrap_or(f64::NAN),
         ])
     }
@@ -75,6 +83,10 @@ pub struct TrainConfig {
     pub max_depth: usize,
     /// Seed for the booster.
     pub seed: u64,
+    /// Fewest training jobs per leaf, as a share of the jobs the trees fit (at least
+    /// 20 jobs). Squared loss gives each job one unit of hessian, so this is the booster's
+    /// minimum leaf weight.
+    pub min_leaf_share: f64,
 }
 
 impl Default for TrainConfig {
@@ -86,6 +98,7 @@ impl Default for TrainConfig {
             learning_rate: 0.1,
             max_depth: 4,
             seed: 0,
+            min_leaf_share: 0.02,
         }
     }
 }
@@ -117,7 +130,7 @@ pub enum PredictError {
     },
 }
 
-/// How the conformal offset was set, and what it achieved on the calibration jobs.
+/// How the conformal offsets were set, and what they achieved on the calibration jobs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     /// Target share of jobs finishing within their prediction.
@@ -126,10 +139,46 @@ pub struct Calibration {
     pub fit_jobs: usize,
     /// Jobs used to calibrate.
     pub calibration_jobs: usize,
-    /// Offset added to the log prediction.
-    pub offset: f64,
+    /// Upper edges (ascending, log space) of the ranges of the trees' prediction that get
+    /// their own offset.
+    #[serde(default)]
+    pub edges: Vec<f64>,
+    /// Offset added to the log prediction in each range (one more than `edges`).
+    #[serde(default)]
+    pub offsets: Vec<f64>,
     /// Share of calibration jobs that outlived their (capped) prediction.
     pub under_rate: f64,
+    /// Mean absolute error on the calibration jobs, seconds.
+    #[serde(default)]
+    pub mae_s: f64,
+    /// Fewest training jobs per leaf of the trees.
+    #[serde(default)]
+    pub min_leaf_jobs: f32,
+}
+
+impl Calibration {
+    /// Offset for a log prediction of the trees.
+    pub fn offset(&self, log_pred: f64) -> f64 {
+        self.offsets[calibrate::group(&self.edges, log_pred)]
+    }
+
+    /// The offsets in words, e.g. "offsets +0.950 … +3.200 (log space) over 10 ranges of
+    /// predicted run time".
+    pub fn describe_offsets(&self) -> String {
+        let (lo, hi) =
+            self.offsets.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &o| (lo.min(o), hi.max(o)));
+        match self.offsets.len() {
+            1 => format!("offset {lo:+.3} (log space)"),
+            n => format!("offsets {lo:+.3} … {hi:+.3} (log space) over {n} ranges of predicted run time"),
+        }
+    }
+
+    /// Whether a loaded file's calibration is usable.
+    fn is_valid(&self) -> bool {
+        self.offsets.len() == self.edges.len() + 1
+            && self.offsets.iter().chain(&self.edges).all(|v| v.is_finite())
+            && self.edges.windows(2).all(|w| w[0] < w[1])
+    }
 }
 
 /// A trained upper-quantile run-time model, saved as JSON.
@@ -152,6 +201,9 @@ impl fmt::Debug for LearnedPredictor {
     }
 }
 
+/// Fewest training jobs in a leaf, whatever the share.
+const MIN_LEAF_JOBS: f64 = 20.0;
+
 /// Smallest number of jobs worth training on: a handful per calibration slot.
 const MIN_JOBS: usize = 20;
 
@@ -165,6 +217,9 @@ impl LearnedPredictor {
         if !(cfg.calibration_frac > 0.0 && cfg.calibration_frac < 1.0) {
             return Err(PredictError::Config(format!("calibration_frac {} is not in (0, 1)", cfg.calibration_frac)));
         }
+        if !(0.0..1.0).contains(&cfg.min_leaf_share) {
+            return Err(PredictError::Config(format!("min_leaf_share {} is not in [0, 1)", cfg.min_leaf_share)));
+        }
         if examples.len() < MIN_JOBS {
             return Err(PredictError::TooFewJobs { need: MIN_JOBS, got: examples.len() });
         }
@@ -174,38 +229,62 @@ impl LearnedPredictor {
         let y: Vec<f64> = fit.iter().map(|(_, r, _)| (*r as f64).ln_1p()).collect();
         let cols = columns(fit.iter().map(|(f, _, _)| f));
         let data = Matrix::new(&cols, fit.len(), FEATURE_NAMES.len());
+        // Leaves must stand for a population of jobs, not a handful: on heavy-tailed traces
+        // small leaves let a few months-long jobs set the prediction of everything that
+        // shares their hour or shape.
+        let min_leaf = (fit.len() as f64 * cfg.min_leaf_share).max(MIN_LEAF_JOBS) as f32;
         let mut booster = GradientBooster::default()
             .set_objective_type(ObjectiveType::SquaredLoss)
             .set_iterations(cfg.iterations)
             .set_learning_rate(cfg.learning_rate)
             .set_max_depth(cfg.max_depth)
-            .set_min_leaf_weight(1.0)
+            .set_min_leaf_weight(min_leaf)
+            .set_initialize_base_score(true)
             .set_seed(cfg.seed)
             // Small data; and a plugin-side model must not start thread pools.
             .set_parallel(false);
         booster.fit_unweighted(&data, &y, None).map_err(|e| PredictError::Train(e.to_string()))?;
+        Ok(LearnedPredictor::calibrated(booster, min_leaf, fit.len(), cal, cfg.quantile))
+    }
 
+    /// Sets the offsets of `booster`'s model on the calibration jobs `cal`.
+    fn calibrated(
+        booster: GradientBooster,
+        min_leaf: f32,
+        fit_jobs: usize,
+        cal: &[(Features, u64, Option<u64>)],
+        quantile: f64,
+    ) -> Self {
         let mut model = LearnedPredictor {
             format: FORMAT,
             features: FEATURE_NAMES.iter().map(|s| s.to_string()).collect(),
             calibration: Calibration {
-                quantile: cfg.quantile,
-                fit_jobs: fit.len(),
+                quantile,
+                fit_jobs,
                 calibration_jobs: cal.len(),
-                offset: 0.0,
+                min_leaf_jobs: min_leaf,
+                edges: Vec::new(),
+                offsets: vec![0.0],
                 under_rate: 0.0,
+                mae_s: 0.0,
             },
             booster,
         };
         // Split conformal: residuals on jobs the trees never saw.
         let raw = model.raw(cal.iter().map(|(f, _, _)| f));
-        let mut residuals: Vec<f64> = cal.iter().zip(&raw).map(|((_, r, _), p)| (*r as f64).ln_1p() - p).collect();
-        residuals.sort_by(f64::total_cmp);
-        let k = ((residuals.len() + 1) as f64 * cfg.quantile).ceil() as usize;
-        model.calibration.offset = residuals[k.clamp(1, residuals.len()) - 1];
-        let under = cal.iter().filter(|(f, r, l)| *r > model.predict_features(f, *l)).count();
-        model.calibration.under_rate = under as f64 / cal.len() as f64;
-        Ok(model)
+        let held: Vec<Held> =
+            cal.iter().zip(&raw).map(|(&(_, runtime, limit), &log_pred)| Held { log_pred, runtime, limit }).collect();
+        let (edges, offsets) = calibrate::offsets(&held, quantile);
+        model.calibration.edges = edges;
+        model.calibration.offsets = offsets;
+        let predictions: Vec<(u64, u64)> = held
+            .iter()
+            .map(|h| (calibrate::seconds(h.log_pred + model.calibration.offset(h.log_pred), h.limit), h.runtime))
+            .collect();
+        let n = cal.len() as f64;
+        model.calibration.under_rate = predictions.iter().filter(|(p, r)| p < r).count() as f64 / n;
+        model.calibration.mae_s = predictions.iter().map(|(p, r)| p.abs_diff(*r) as f64).sum::<f64>() / n;
+        model
     }
 
     /// Raw log-space predictions of the trees.
@@ -217,9 +296,8 @@ impl LearnedPredictor {
 
     /// Predicted run time (seconds) for a job with these features, capped by its limit.
     pub fn predict_features(&self, features: &Features, time_limit: Option<u64>) -> u64 {
-        let log = self.raw(std::iter::once(features))[0] + self.calibration.offset;
-        let secs = log.exp_m1().clamp(1.0, 1e12).ceil() as u64;
-        time_limit.map_or(secs, |l| secs.min(l))
+        let log = self.raw(std::iter::once(features))[0];
+        calibrate::seconds(log + self.calibration.offset(log), time_limit)
     }
 
     /// Predicted run time (seconds) for `req` given the history so far, capped by its limit.
@@ -234,9 +312,13 @@ impl LearnedPredictor {
         let model: Self = serde_json::from_slice(&bytes).map_err(|e| err(e.to_string()))?;
         if model.format != FORMAT || model.features != FEATURE_NAMES {
             return Err(err(format!(
-                "model format {} with features {:?}; this build reads format {FORMAT} with {:?}",
+                "model format {} with features {:?}; this build reads format {FORMAT} with {:?}: \
+                 retrain it with `fairway predict train`",
                 model.format, model.features, FEATURE_NAMES
             )));
+        }
+        if !model.calibration.is_valid() {
+            return Err(err("calibration offsets do not match their ranges: retrain the model".into()));
         }
         Ok(model)
     }
@@ -346,6 +428,22 @@ mod tests {
         let toml = format!("[predictor]\nmodel = \"{}\"\n", path.display());
         let config = crate::Config::parse(&toml, &dir).unwrap();
         assert!(crate::check::check_predictor_model(&config, &dir).is_empty());
+        // A model of the previous format (one offset) is refused with what to do about it.
+        let mut old: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        old["format"] = 1.into();
+        let cal = old["calibration"].as_object_mut().unwrap();
+        cal.remove("edges");
+        cal.remove("offsets");
+        cal.insert("offset".into(), 1.5.into());
+        std::fs::write(&path, serde_json::to_vec(&old).unwrap()).unwrap();
+        let e = LearnedPredictor::load(&path).unwrap_err().to_string();
+        assert!(e.contains("model format 1") && e.contains("retrain it with `fairway predict train`"), "{e}");
+        // Offsets that do not match their ranges are refused too.
+        old["format"] = FORMAT.into();
+        old["calibration"]["edges"] = serde_json::json!([1.0, 2.0]);
+        old["calibration"]["offsets"] = serde_json::json!([0.5]);
+        std::fs::write(&path, serde_json::to_vec(&old).unwrap()).unwrap();
+        assert!(LearnedPredictor::load(&path).unwrap_err().to_string().contains("retrain"));
         std::fs::write(&path, b"{\"format\": 99}").unwrap();
         assert!(LearnedPredictor::load(&path).is_err());
         let found = crate::check::check_predictor_model(&config, &dir);
