@@ -49,6 +49,9 @@ pub struct ClusterSpec {
     pub phantom_nodes: u32,
     /// Further files beside `slurm.conf`, as (name, contents): `job_submit.lua`, ….
     pub config_files: Vec<(String, String)>,
+    /// Further environment of slurmd, as (name, value): `LD_LIBRARY_PATH` to a stand-in
+    /// `libnvidia-ml.so`, so that Slurm selects `gpu/nvml`.
+    pub slurmd_env: Vec<(String, String)>,
 }
 
 impl Default for ClusterSpec {
@@ -71,6 +74,7 @@ impl Default for ClusterSpec {
             partitions: Vec::new(),
             phantom_nodes: 0,
             config_files: Vec::new(),
+            slurmd_env: Vec::new(),
             qos: vec![(s("high"), 1000), (s("scavenger"), 0)],
             slurmd: true,
         }
@@ -173,7 +177,9 @@ impl Cluster {
         })?;
         if spec.slurmd {
             let node = cluster.node.clone();
-            cluster.spawn("slurmd", Command::new("slurmd").args(["-D", "-N", &node]), &format!("slurmd.{node}.log"))?;
+            let mut slurmd = Command::new("slurmd");
+            slurmd.args(["-D", "-N", &node]).envs(spec.slurmd_env.iter().map(|(k, v)| (k, v)));
+            cluster.spawn("slurmd", &mut slurmd, &format!("slurmd.{node}.log"))?;
             cluster.wait("slurmd", "node idle", |c| {
                 Ok(c.cmd("sinfo", &["-h", "-n", &node, "-o", "%T"])?.stdout.trim() == "idle")
             })?;

@@ -8,32 +8,51 @@ use std::path::Path;
 use std::process::Command;
 
 use fairway_core::topology::{GresStyle, Topology};
+use fairway_tests::{Cluster, ClusterSpec};
 
-/// Runs `slurmd -G` on a node of this host's name with `fairway_toml`; returns its output.
+/// Builds an empty `libnvidia-ml.so` in `dir`: Slurm selects `gpu/nvml` once it opens.
+fn stand_in_nvml(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let cc = Command::new("cc")
+        .args(["-shared", "-o"])
+        .arg(dir.join("libnvidia-ml.so"))
+        .args(["-x", "c", "/dev/null"])
+        .status();
+    assert!(cc.unwrap().success(), "cc could not build the stand-in libnvidia-ml.so");
+}
+
+/// This host's short name, which the plugin looks up in `[gpu.topology]`.
+fn host() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    host.trim().split('.').next().unwrap().to_string()
+}
+
+/// Runs `slurmd -G` on a node of this host's name with `fairway_toml`, the shipped topology
+/// files in `topology/`, and a DGX-like node; returns its output.
 fn slurmd_g(fairway_toml: &str) -> (bool, String) {
+    slurmd_g_on(fairway_toml, "Sockets=2 CoresPerSocket=56 ThreadsPerCore=1 Gres=gpu:h100:8", &[])
+}
+
+/// [`slurmd_g`] with this `NodeName=` line's hardware and more slurmd arguments.
+fn slurmd_g_on(fairway_toml: &str, node: &str, args: &[&str]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let plugins = fairway_tests::plugin_dir();
     assert!(plugins.join("gpu_nvml.so").exists(), "no gpu_nvml.so in {}: run make plugins", plugins.display());
-    std::fs::create_dir_all(d.join("stub")).unwrap();
-    let cc = Command::new("cc")
-        .args(["-shared", "-o"])
-        .arg(d.join("stub/libnvidia-ml.so"))
-        .args(["-x", "c", "/dev/null"])
-        .status()
-        .unwrap();
-    assert!(cc.success(), "cc could not build the stand-in libnvidia-ml.so");
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    let host = host.trim().split('.').next().unwrap();
+    stand_in_nvml(&d.join("stub"));
+    let host = host();
+    let host = host.as_str();
     std::fs::create_dir_all(d.join("topology")).unwrap();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    std::fs::copy(repo.join("config/topology/dgx-h100.toml"), d.join("topology/dgx-h100.toml")).unwrap();
+    for f in ["dgx-h100.toml", "a100-pcie-mig.toml"] {
+        std::fs::copy(repo.join("config/topology").join(f), d.join("topology").join(f)).unwrap();
+    }
     std::fs::write(
         d.join("slurm.conf"),
         format!(
             "ClusterName=t\nSlurmctldHost=localhost\nPluginDir={}:/usr/lib/x86_64-linux-gnu/slurm-wlm\n\
              GresTypes=gpu\nSlurmdSpoolDir={}/spool\n\
-             NodeName={host} Sockets=2 CoresPerSocket=56 ThreadsPerCore=1 Gres=gpu:h100:8\nPartitionName=p Nodes={host}\n",
+             NodeName={host} {node}\nPartitionName=p Nodes={host}\n",
             plugins.display(),
             d.display()
         ),
@@ -43,6 +62,7 @@ fn slurmd_g(fairway_toml: &str) -> (bool, String) {
     std::fs::write(d.join("fairway.toml"), fairway_toml.replace("HOST", host)).unwrap();
     let out = Command::new("slurmd")
         .arg("-G")
+        .args(args)
         .env("SLURM_CONF", d.join("slurm.conf"))
         .env("LD_LIBRARY_PATH", d.join("stub"))
         .output()
@@ -87,4 +107,111 @@ fn without_a_topology_file_or_with_a_broken_fairway_toml_slurmd_still_runs_on_gr
     let (ok, out) = slurmd_g("[gpu.topology]\n\"HOST[1\" = \"topology/dgx-h100.toml\"\n");
     assert!(ok, "{out}");
     assert!(out.contains("invalid hostlist") && out.contains("fix fairway.toml"), "{out}");
+}
+
+#[test]
+fn a_gpu_in_mig_mode_is_one_gpu_per_instance() {
+    let (ok, out) = slurmd_g_on(
+        "[gpu.topology]\n\"HOST\" = \"topology/a100-pcie-mig.toml\"\n",
+        "Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 Gres=gpu:nvidia_a100_80gb_pcie_3g.40gb:1,\
+         gpu:nvidia_a100_80gb_pcie_2g.20gb:1,gpu:nvidia_a100_80gb_pcie_1g.10gb:2,gpu:nvidia_a100_80gb_pcie:3",
+        &[],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("4 GPU(s) from"), "{out}");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let expected =
+        Topology::load(&repo.join("config/topology/a100-pcie-mig.toml")).unwrap().gres_gpus(GresStyle::Fairway);
+    assert_eq!(expected.len(), 7);
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains(" Gres Name=gpu ")).collect();
+    assert_eq!(lines.len(), 7, "{out}");
+    for g in &expected {
+        let line = lines
+            .iter()
+            .find(|l| l.split_whitespace().any(|f| f == format!("File={}", g.file)))
+            .unwrap_or_else(|| panic!("no GPU with File={} in slurmd -G:\n{out}", g.file));
+        assert!(line.split_whitespace().any(|f| f == format!("Type={}", g.type_name)), "{line}");
+        assert!(line.split_whitespace().any(|f| f == format!("Cores={}", g.cores)), "{line}");
+    }
+    // The instances of GPU 0 and GPU 1 itself, as Slurm's own gpu/nvml would give them.
+    assert!(lines.iter().any(|l| l.contains("Type=nvidia_a100_80gb_pcie_3g.40gb")
+        && l.contains("File=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21,/dev/nvidia-caps/nvidia-cap22")));
+    assert!(lines.iter().any(|l| l.contains("Type=nvidia_a100_80gb_pcie ") && l.contains("File=/dev/nvidia1 ")));
+}
+
+/// 22.05's `slurmd -G` does not print a GPU's unique id, the MIG UUID that Slurm puts in
+/// `CUDA_VISIBLE_DEVICES`; slurmctld logs it (DebugFlags=Gres) for each GPU a node
+/// registers. A host cluster whose slurmd finds Fairway's `gpu/nvml` (stand-in NVML
+/// library) and a small MIG topology. (No job runs on them: Slurm only hands a job
+/// character devices, and this machine has no /dev/nvidia*.)
+#[test]
+fn slurmd_registers_mig_instances_with_their_uuids() {
+    let stub = tempfile::tempdir().unwrap();
+    stand_in_nvml(stub.path());
+    // config/topology/a100-pcie-mig.toml cut down to this machine: GPU 0 with two of its
+    // MIG instances and GPU 1 whole, on core 0.
+    let topo = r#"
+[cpu]
+sockets = 1
+cores_per_socket = 1
+threads_per_core = 1
+[[numa]]
+id = 0
+socket = 0
+cores = "0"
+[[gpu]]
+index = 0
+name = "NVIDIA A100 80GB PCIe"
+type = "a100"
+memory_mib = 81920
+pci_bus_id = "00000000:17:00.0"
+uuid = "GPU-5e6b1a90-0000-4000-8000-000000000000"
+numa = 0
+[[gpu.mig]]
+profile = "3g.40gb"
+uuid = "MIG-5e6b1a90-0000-4000-8000-000000000a02"
+gi_cap_minor = 21
+ci_cap_minor = 22
+[[gpu.mig]]
+profile = "1g.10gb"
+uuid = "MIG-5e6b1a90-0000-4000-8000-000000000a0a"
+gi_cap_minor = 93
+ci_cap_minor = 94
+[[gpu]]
+index = 1
+name = "NVIDIA A100 80GB PCIe"
+type = "a100"
+memory_mib = 81920
+pci_bus_id = "00000000:31:00.0"
+uuid = "GPU-5e6b1a90-0000-4000-8000-000000000001"
+numa = 0
+"#;
+    let spec = ClusterSpec {
+        gres: Some((
+            "gpu:nvidia_a100_80gb_pcie_3g.40gb:1,gpu:nvidia_a100_80gb_pcie_1g.10gb:1,gpu:nvidia_a100_80gb_pcie:1"
+                .into(),
+            "AutoDetect=nvml\n".into(),
+        )),
+        fairway_toml: Some(format!("[gpu.topology]\n\"{}\" = \"mig.toml\"\n", host())),
+        config_files: vec![("mig.toml".into(), topo.into())],
+        slurmd_env: vec![("LD_LIBRARY_PATH".into(), stub.path().display().to_string())],
+        slurm_conf_extra: vec!["DebugFlags=Gres".into()],
+        ctld_debug: "verbose".into(),
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).unwrap_or_else(|e| panic!("cluster starts: {e:#}"));
+    let log = c.log("slurmd");
+    assert!(log.contains("2 GPU(s) from"), "{log}");
+    let node = c.cmd("scontrol", &["-o", "show", "node", &c.node]).unwrap().stdout;
+    assert!(node.contains("State=IDLE "), "{node}");
+    let ctld = c.log("slurmctld");
+    for (ty, uuid) in [
+        ("nvidia_a100_80gb_pcie_3g.40gb", "MIG-5e6b1a90-0000-4000-8000-000000000a02"),
+        ("nvidia_a100_80gb_pcie_1g.10gb", "MIG-5e6b1a90-0000-4000-8000-000000000a0a"),
+        ("nvidia_a100_80gb_pcie", "(null)"),
+    ] {
+        let want = format!("Gres:gpu Type:{ty} UniqueId:{uuid} ");
+        assert!(ctld.contains(&want), "slurmctld.log has no {want:?}:\n{ctld}");
+    }
+    c.stop().unwrap();
 }

@@ -87,6 +87,13 @@ pub fn render(t: &Topology) -> String {
             g.device_file(),
             g.uuid
         );
+        for m in &g.mig {
+            let _ = writeln!(
+                out,
+                "  MIG {}: {}, /dev/nvidia-caps/nvidia-cap{} (GPU instance), nvidia-cap{} (compute instance)",
+                m.profile, m.uuid, m.gi_cap_minor, m.ci_cap_minor
+            );
+        }
     }
     let via = if t.nvlink.via_switch() { " (through NVSwitch on this node)" } else { "" };
     let _ = writeln!(out);

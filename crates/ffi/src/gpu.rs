@@ -28,6 +28,8 @@ pub unsafe fn system_gpu_list(node_config: *mut sys::node_config_load_t, gpus: &
     let name = c("gpu");
     for g in gpus {
         let (cores, file, ty, links) = (c(&g.cores), c(&g.file), c(&g.type_name), c(&g.links));
+        let unique_id = g.unique_id.as_deref().map(c);
+        let unique_id_ptr = unique_id.as_ref().map_or(std::ptr::null_mut(), |u| u.as_ptr().cast_mut());
         // SAFETY (both versions): add_gres_to_list copies every string (xstrdup); no CPU
         // bitmap is given (machine CPU ids are NVML's to know; Cores are abstract ids).
         #[cfg(not(slurm_ge_23_02))]
@@ -42,7 +44,7 @@ pub unsafe fn system_gpu_list(node_config: *mut sys::node_config_load_t, gpus: &
                 file.as_ptr().cast_mut(),
                 ty.as_ptr().cast_mut(),
                 links.as_ptr().cast_mut(),
-                std::ptr::null_mut(),
+                unique_id_ptr,
                 sys::GRES_CONF_ENV_NVML,
             )
         };
@@ -59,6 +61,7 @@ pub unsafe fn system_gpu_list(node_config: *mut sys::node_config_load_t, gpus: &
             rec.links = links.as_ptr().cast_mut();
             rec.name = name.as_ptr().cast_mut();
             rec.type_name = ty.as_ptr().cast_mut();
+            rec.unique_id = unique_id_ptr;
             sys::add_gres_to_list(list, &mut rec);
         }
     }

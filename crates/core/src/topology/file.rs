@@ -122,8 +122,16 @@ struct RawGpu {
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct RawMig {
-    profile: String,
-    uuid: String,
+    profile: Spanned<String>,
+    uuid: Spanned<String>,
+    gi_cap_minor: u32,
+    ci_cap_minor: u32,
+}
+
+/// Whether `p` reads `<slices>g.<GB>gb`, the profile suffix Slurm's `gpu/nvml` writes.
+fn is_mig_profile(p: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    p.strip_suffix("gb").and_then(|p| p.split_once("g.")).is_some_and(|(a, b)| digits(a) && digits(b))
 }
 
 /// Builds errors that point into one file's text.
@@ -230,7 +238,12 @@ impl Topology {
                             mig: g
                                 .mig
                                 .iter()
-                                .map(|m| RawMig { profile: m.profile.clone(), uuid: m.uuid.clone() })
+                                .map(|m| RawMig {
+                                    profile: s(m.profile.clone()),
+                                    uuid: s(m.uuid.clone()),
+                                    gi_cap_minor: m.gi_cap_minor,
+                                    ci_cap_minor: m.ci_cap_minor,
+                                })
                                 .collect(),
                         },
                     )
@@ -409,7 +422,29 @@ impl Ctx<'_> {
                     c.get_ref().clone()
                 }
             };
-            let mig = g.mig.iter().map(|m| MigInstance { profile: m.profile.clone(), uuid: m.uuid.clone() }).collect();
+            let mut mig = Vec::with_capacity(g.mig.len());
+            for (j, m) in g.mig.iter().enumerate() {
+                let mkey = |k: &str| format!("gpu[{i}].mig[{j}].{k}");
+                if !is_mig_profile(m.profile.get_ref()) {
+                    return Err(self.err(
+                        sp(&m.profile),
+                        mkey("profile"),
+                        format!(
+                            "\"{}\" is not a MIG profile as Slurm names them: <slices>g.<GB>gb, e.g. \"1g.10gb\"",
+                            m.profile.get_ref()
+                        ),
+                    ));
+                }
+                if !m.uuid.get_ref().starts_with("MIG-") {
+                    return Err(self.err(sp(&m.uuid), mkey("uuid"), "a MIG instance's UUID starts with \"MIG-\""));
+                }
+                mig.push(MigInstance {
+                    profile: m.profile.get_ref().clone(),
+                    uuid: m.uuid.get_ref().clone(),
+                    gi_cap_minor: m.gi_cap_minor,
+                    ci_cap_minor: m.ci_cap_minor,
+                });
+            }
             out.push(Gpu {
                 index: i,
                 name: g.name.get_ref().clone(),

@@ -46,10 +46,18 @@
 //! minor = 0                        # /dev/nvidia0; default: the index
 //! numa = 0
 //! # cores = "0-27"                 # default: the cores of its NUMA node
-//! # [[gpu.mig]]                    # optional MIG instances (recorded, not yet used)
-//! # profile = "1g.10gb"
+//! # [[gpu.mig]]                  # MIG instances, when the GPU is in MIG mode
+//! # profile = "1g.10gb"            # <slices>g.<GB>gb, as Slurm names it
 //! # uuid = "MIG-..."
+//! # gi_cap_minor = 21              # /dev/nvidia-caps/nvidia-cap21 (GPU instance)
+//! # ci_cap_minor = 22              # /dev/nvidia-caps/nvidia-cap22 (compute instance)
 //! ```
+//!
+//! The capability minors are those of `/proc/driver/nvidia-caps/mig-minors`
+//! (`gpu0/gi1/access 21`, `gpu0/gi1/ci0/access 22`). A GPU with MIG instances is reported
+//! as Slurm's `gpu/nvml` reports it: one GPU per instance, typed `<type>_<profile>`, with
+//! the parent's device file and both capability files, and the instance's UUID as its
+//! `UniqueId` (what `CUDA_VISIBLE_DEVICES` gets). [`select`] still chooses whole GPUs.
 //!
 //! `lanes` must be symmetric with -1 on the diagonal; a GPU has at most 18 lanes
 //! (NVML's `NVML_NVLINK_MAX_LINKS`) and a node at most [`MAX_GPUS`] GPUs.
@@ -140,7 +148,7 @@ pub struct Gpu {
     pub numa: u32,
     /// Cores close to it (its NUMA node's unless the file says otherwise).
     pub cores: CoreSet,
-    /// MIG instances, when MIG is on. Recorded only: gres lines and the choice ignore them.
+    /// MIG instances, when MIG is on: each is a GPU of its own to Slurm.
     pub mig: Vec<MigInstance>,
 }
 
@@ -164,6 +172,10 @@ pub struct MigInstance {
     pub profile: String,
     /// `MIG-…` UUID.
     pub uuid: String,
+    /// Minor of the GPU instance's capability device, `/dev/nvidia-caps/nvidia-cap<N>`.
+    pub gi_cap_minor: u32,
+    /// Minor of the compute instance's capability device.
+    pub ci_cap_minor: u32,
 }
 
 /// NVLink lanes between every pair of GPUs.
@@ -271,6 +283,9 @@ pub struct GresGpu {
     pub cores: String,
     /// `Links=`: lanes to each GPU in index order, -1 for itself.
     pub links: String,
+    /// A MIG instance's UUID, which Slurm puts in `CUDA_VISIBLE_DEVICES` (no gres.conf key:
+    /// only a gpu plugin can report it).
+    pub unique_id: Option<String>,
 }
 
 impl Topology {
@@ -284,36 +299,56 @@ impl Topology {
         self.numa_node(self.gpus[gpu].numa).map_or(0, |n| n.socket)
     }
 
-    /// One record per GPU, in index order, in the given style.
+    /// One record per GPU, in index order, in the given style; a GPU in MIG mode gives one
+    /// record per instance instead, as Slurm's `gpu/nvml` does: type `<type>_<profile>`,
+    /// files of the GPU and of the instance's capabilities, and `Links` that only place
+    /// the instance among its GPU's (MIG has no NVLink).
     pub fn gres_gpus(&self, style: GresStyle) -> Vec<GresGpu> {
-        self.gpus
-            .iter()
-            .map(|g| {
-                let (ty, lanes): (String, &dyn Fn(usize) -> u32) = match style {
-                    GresStyle::Autodetect => (g.autodetect_type(), &|j| self.nvlink.direct_lanes(g.index, j)),
-                    GresStyle::Static => (g.type_name.clone(), &|j| self.nvlink.lanes(g.index, j)),
-                    GresStyle::Fairway => (g.autodetect_type(), &|j| self.nvlink.lanes(g.index, j)),
-                };
-                let mut links = String::new();
-                for j in 0..self.gpus.len() {
-                    let sep = if j == 0 { "" } else { "," };
-                    if j == g.index {
-                        let _ = write!(links, "{sep}-1");
-                    } else {
-                        let _ = write!(links, "{sep}{}", lanes(j));
-                    }
+        let mut out = Vec::new();
+        for g in &self.gpus {
+            let (ty, lanes): (String, &dyn Fn(usize) -> u32) = match style {
+                GresStyle::Autodetect => (g.autodetect_type(), &|j| self.nvlink.direct_lanes(g.index, j)),
+                GresStyle::Static => (g.type_name.clone(), &|j| self.nvlink.lanes(g.index, j)),
+                GresStyle::Fairway => (g.autodetect_type(), &|j| self.nvlink.lanes(g.index, j)),
+            };
+            if !g.mig.is_empty() {
+                for (j, m) in g.mig.iter().enumerate() {
+                    out.push(GresGpu {
+                        type_name: format!("{ty}_{}", m.profile),
+                        file: format!(
+                            "{},/dev/nvidia-caps/nvidia-cap{},/dev/nvidia-caps/nvidia-cap{}",
+                            g.device_file(),
+                            m.gi_cap_minor,
+                            m.ci_cap_minor
+                        ),
+                        cores: g.cores.to_string(),
+                        links: links_row(g.mig.len(), j, |_| 0),
+                        unique_id: Some(m.uuid.clone()),
+                    });
                 }
-                GresGpu { type_name: ty, file: g.device_file(), cores: g.cores.to_string(), links }
-            })
-            .collect()
+                continue;
+            }
+            out.push(GresGpu {
+                type_name: ty,
+                file: g.device_file(),
+                cores: g.cores.to_string(),
+                links: links_row(self.gpus.len(), g.index, lanes),
+                unique_id: None,
+            });
+        }
+        out
     }
 
-    /// One gres.conf line per GPU, in index order, e.g.
-    /// `Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-55 Links=-1,18,18,18,18,18,18,18`.
+    /// One gres.conf line per GPU (per MIG instance), in index order, e.g.
+    /// `Name=gpu Type=h100 File=/dev/nvidia0 Cores=0-55 Links=-1,18,18,18,18,18,18,18`;
+    /// a MIG instance's files go in `MultipleFiles=`.
     pub fn gres_conf(&self, style: GresStyle) -> Vec<String> {
         self.gres_gpus(style)
             .into_iter()
-            .map(|g| format!("Name=gpu Type={} File={} Cores={} Links={}", g.type_name, g.file, g.cores, g.links))
+            .map(|g| {
+                let files = if g.file.contains(',') { "MultipleFiles" } else { "File" };
+                format!("Name=gpu Type={} {files}={} Cores={} Links={}", g.type_name, g.file, g.cores, g.links)
+            })
             .collect()
     }
 
@@ -331,6 +366,20 @@ impl Topology {
             "SYS".into()
         }
     }
+}
+
+/// A `Links=` value of `n` entries: -1 at `me`, `lanes(j)` elsewhere.
+fn links_row(n: usize, me: usize, lanes: impl Fn(usize) -> u32) -> String {
+    let mut links = String::new();
+    for j in 0..n {
+        let sep = if j == 0 { "" } else { "," };
+        if j == me {
+            let _ = write!(links, "{sep}-1");
+        } else {
+            let _ = write!(links, "{sep}{}", lanes(j));
+        }
+    }
+    links
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@ use proptest::prelude::*;
 use super::select::{choose, score, ChooseError, Score};
 use super::*;
 
-const SHIPPED: [&str; 4] = ["dgx-h100.toml", "hgx-a100.toml", "pcie-a100-nvlink-pairs.toml", "pcie-l40s.toml"];
+const SHIPPED: [&str; 5] =
+    ["dgx-h100.toml", "hgx-a100.toml", "pcie-a100-nvlink-pairs.toml", "pcie-l40s.toml", "a100-pcie-mig.toml"];
 
 fn shipped_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/topology").join(name)
@@ -87,6 +88,58 @@ fn gres_conf_for_pcie_pairs() {
         t.gres_conf(GresStyle::Autodetect)[0],
         "Name=gpu Type=nvidia_a100_80gb_pcie File=/dev/nvidia0 Cores=0-31 Links=-1,12,0,0"
     );
+}
+
+#[test]
+fn a_gpu_in_mig_mode_is_one_record_per_instance_as_slurm_reports_it() {
+    let t = shipped("a100-pcie-mig.toml");
+    assert_eq!(t.gpus[0].mig.len(), 4);
+    let gres = t.gres_gpus(GresStyle::Fairway);
+    assert_eq!(gres.len(), 7);
+    assert_eq!(
+        gres[0],
+        GresGpu {
+            type_name: "nvidia_a100_80gb_pcie_3g.40gb".into(),
+            file: "/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21,/dev/nvidia-caps/nvidia-cap22".into(),
+            cores: "0-31".into(),
+            links: "-1,0,0,0".into(),
+            unique_id: Some("MIG-5e6b1a90-0000-4000-8000-000000000a02".into()),
+        }
+    );
+    // gres_links_create_empty(j, count): the instance's place among its GPU's.
+    assert_eq!(gres[3].links, "0,0,0,-1");
+    assert_eq!(
+        (gres[4].file.as_str(), gres[4].links.as_str(), gres[4].unique_id.as_deref()),
+        ("/dev/nvidia1", "0,-1,0,0", None)
+    );
+    // Hand-written gres.conf: several files per GPU go in MultipleFiles=.
+    assert_eq!(
+        t.gres_conf(GresStyle::Static)[1],
+        "Name=gpu Type=a100_2g.20gb MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap30,/dev/nvidia-caps/nvidia-cap31 \
+         Cores=0-31 Links=0,-1,0,0"
+    );
+}
+
+#[test]
+fn mig_profiles_and_uuids_are_checked() {
+    let mig = |profile: &str, uuid: &str| {
+        pairs_with(|t| {
+            t.replacen(
+                "numa = 0\n",
+                &format!("numa = 0\n[[gpu.mig]]\nprofile = \"{profile}\"\nuuid = \"{uuid}\"\ngi_cap_minor = 21\nci_cap_minor = 22\n"),
+                1,
+            )
+        })
+    };
+    assert!(Topology::parse(&mig("1g.10gb", "MIG-x"), Path::new("x")).is_ok());
+    let i = invalid(&mig("1g.10gb+me", "MIG-x"));
+    assert_eq!(i.key.as_deref(), Some("gpu[0].mig[0].profile"));
+    assert!(i.message.contains("<slices>g.<GB>gb"), "{}", i.message);
+    let i = invalid(&mig("3g.40gb", "GPU-x"));
+    assert_eq!(i.key.as_deref(), Some("gpu[0].mig[0].uuid"));
+    assert!(i.message.contains("starts with \"MIG-\""), "{}", i.message);
+    let i = invalid(&mig("3g.40gb", "MIG-x").replace("gi_cap_minor = 21\n", ""));
+    assert!(i.message.contains("gi_cap_minor"), "{}", i.message);
 }
 
 #[test]
