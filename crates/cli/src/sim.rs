@@ -9,6 +9,7 @@ use clap::Args;
 use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
 use comfy_table::{Cell, CellAlignment, Table};
 use fairway_core::config::Seconds;
+use fairway_core::predict::LearnedPredictor;
 use fairway_sim::{Cluster, Metrics, Policy, SimConfig, Simulator, Workload};
 use fairway_trace::synth::{self, SynthConfig};
 use fairway_trace::Format;
@@ -70,6 +71,11 @@ pub struct SimArgs {
     /// Fairway's weight_predicted_work [default: twice PriorityWeightFairshare].
     #[arg(long)]
     weight_predicted_work: Option<u32>,
+    /// A learned run-time model (`fairway predict train`): Fairway predicts with it, as the
+    /// plugins do with fairway.toml's `[predictor] model`, instead of the last two runs.
+    /// Train it on other jobs than those simulated, or the simulation sees the future.
+    #[arg(long)]
+    model: Option<PathBuf>,
     /// Fairway's max_wait (starvation bound), seconds; 0 turns it off.
     #[arg(long, default_value_t = 2 * 86_400)]
     max_wait: u64,
@@ -165,6 +171,20 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
     }
     base.fairway.max_wait = (a.max_wait > 0).then_some(Seconds(a.max_wait));
 
+    let model = match &a.model {
+        Some(path) => {
+            let m = LearnedPredictor::load(path)?;
+            eprintln!(
+                "fairway sim: Fairway predicts run times with {} (quantile {}, fit on {} jobs)",
+                path.display(),
+                m.calibration.quantile,
+                m.calibration.fit_jobs
+            );
+            Some(m)
+        }
+        None => None,
+    };
+
     let mut rows = Vec::new();
     let mut cdfs = Vec::new();
     for &policy in &policies {
@@ -176,8 +196,11 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         );
         bar.set_message(policy.to_string());
         let started = Instant::now();
-        let result = Simulator::new(&workload, &cluster, SimConfig { policy, ..base.clone() })
-            .run(&mut |done| bar.set_position(done as u64));
+        let mut simulator = Simulator::new(&workload, &cluster, SimConfig { policy, ..base.clone() });
+        if let Some(m) = &model {
+            simulator = simulator.with_model(m);
+        }
+        let result = simulator.run(&mut |done| bar.set_position(done as u64));
         let secs = started.elapsed().as_secs_f64();
         bar.finish_and_clear();
         eprintln!(

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use fairway_core::fairshare::{self, Assoc, AssocTree};
 use fairway_core::multifactor::{self, JobInput, NICE_OFFSET};
-use fairway_core::predict::RuntimePredictor;
+use fairway_core::predict::{predict_runtime, LearnedPredictor, RuntimePredictor};
 use fairway_core::terms::{self, TermsInput};
 use serde::Serialize;
 
@@ -71,8 +71,14 @@ pub struct Simulator<'a> {
     accounted: Vec<i64>,
     unaccounted: Vec<(usize, f64, u32)>,
     predictor: RuntimePredictor,
+    /// A learned model, as the plugins load one (`[predictor] model`).
+    model: Option<&'a LearnedPredictor>,
+    /// Cached prediction per job, with the history version it was made at.
     pred: Vec<Option<(u32, u64)>>,
+    /// Bumped when a job of the key ends: last-two predictions of the key change.
     key_version: Vec<u32>,
+    /// Bumped when any job ends: a learned model also reads the user's history.
+    history_version: u32,
     acct_running: Vec<u64>,
     acct_pending: Vec<u64>,
     share_dev_sum: f64,
@@ -111,7 +117,9 @@ impl<'a> Simulator<'a> {
             accounted: vec![0; n],
             unaccounted: Vec::new(),
             predictor: RuntimePredictor::default(),
+            model: None,
             pred: vec![None; n],
+            history_version: 0,
             key_version: vec![0; workload.keys],
             acct_running: vec![0; workload.accounts.len()],
             acct_pending: vec![0; workload.accounts.len()],
@@ -121,6 +129,13 @@ impl<'a> Simulator<'a> {
             finished: 0,
             cfg,
         }
+    }
+
+    /// Predicts run times with `model` (upper quantile, see `fairway predict train`) where
+    /// the plugins would, instead of the last two runs of each key.
+    pub fn with_model(mut self, model: &'a LearnedPredictor) -> Self {
+        self.model = Some(model);
+        self
     }
 
     /// Multifactor's input for pending job `j` at `now`: the translation of a simulated job
@@ -150,16 +165,18 @@ impl<'a> Simulator<'a> {
         }
     }
 
-    /// Fairway's terms input for pending job `j` at `now`: expected run time from the
-    /// predictor as it has learned so far (last two runs of the same key, capped by the
-    /// limit; the limit without history).
+    /// Fairway's terms input for pending job `j` at `now`: expected run time as the plugins
+    /// compute it (`fairway_core::predict::predict_runtime`) from what has ended so far:
+    /// the learned model when there is one, else the last two runs of the same key; capped
+    /// by the limit, the limit without history.
     pub fn terms_input(&mut self, j: usize, now: i64) -> TermsInput {
         let job = &self.w.jobs[j];
-        let version = self.key_version[job.key_id];
+        let version = if self.model.is_some() { self.history_version } else { self.key_version[job.key_id] };
         let expected = match self.pred[j] {
             Some((v, p)) if v == version => p,
             _ => {
-                let p = self.predictor.predict(&job.key, Some(job.limit)).unwrap_or(job.limit);
+                let p =
+                    predict_runtime(&self.predictor, self.model, &job.request).map_or(job.limit, |p| p.min(job.limit));
                 self.pred[j] = Some((version, p));
                 p
             }
@@ -282,8 +299,9 @@ impl<'a> Simulator<'a> {
         self.running.remove(&(start + job.limit as i64, j));
         self.end[j] = Some(now);
         self.unaccounted.push((job.assoc, (now - self.accounted[j]) as f64, job.gpus()));
-        self.predictor.record_with_limit(&job.key, job.runtime, Some(job.limit));
+        self.predictor.record_with_limit(&job.request.key, job.runtime, job.request.time_limit);
         self.key_version[job.key_id] = self.key_version[job.key_id].wrapping_add(1);
+        self.history_version = self.history_version.wrapping_add(1);
         self.acct_running[job.account] -= u64::from(job.gpus());
         self.finished += 1;
     }

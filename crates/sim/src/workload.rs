@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 
-use fairway_core::predict::JobKey;
+use fairway_core::predict::{JobKey, JobRequest};
 use fairway_trace::Job;
 
 /// GPUs per node.
@@ -66,8 +66,10 @@ pub struct SimJob {
     pub account: usize,
     /// Index into [`Workload::assocs`] (the user's association in this account).
     pub assoc: usize,
-    /// The predictor's key (user, account, name, GPUs).
-    pub key: JobKey,
+    /// What the predictor knows of it at submission, as the trace has it: its key (user,
+    /// account, name, GPUs), and the trace's limit, nodes and CPUs (before any default
+    /// limit or reshaping here), as a model trained on the trace saw them.
+    pub request: JobRequest,
     /// Index of `key` among the workload's distinct keys.
     pub key_id: usize,
     /// Submit time, seconds.
@@ -190,15 +192,15 @@ impl Workload {
                 w.assocs.push((account, user));
                 n
             });
-            let key = j.key();
+            let request = j.request();
             let n = keys.len();
-            let key_id = *keys.entry(key.clone()).or_insert(n);
+            let key_id = *keys.entry(request.key.clone()).or_insert(n);
             w.jobs.push(SimJob {
                 id: j.id.clone(),
                 user,
                 account,
                 assoc,
-                key,
+                request,
                 key_id,
                 submit: j.submit,
                 runtime: runtime.clamp(1, limit),

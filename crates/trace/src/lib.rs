@@ -143,22 +143,23 @@ impl Job {
         JobKey { user, account: self.account.clone(), name: self.name.clone(), gpus: self.gpus.ceil() as u32 }
     }
 
+    /// What a predictor may know of the job when it is submitted.
+    pub fn request(&self) -> JobRequest {
+        JobRequest {
+            key: self.key(),
+            time_limit: self.time_limit,
+            nodes: self.nodes,
+            cpus: self.cpus,
+            submit: self.submit,
+        }
+    }
+
     /// The job as a predictor sees it, when its run time is known. Without an end or start
     /// time (SWF logs with unknown waits), it is taken to have started at submission.
     pub fn finished(&self) -> Option<FinishedJob> {
         let runtime = self.runtime?;
         let end = self.end.unwrap_or_else(|| self.start.unwrap_or(self.submit).saturating_add(runtime as i64));
-        Some(FinishedJob {
-            request: JobRequest {
-                key: self.key(),
-                time_limit: self.time_limit,
-                nodes: self.nodes,
-                cpus: self.cpus,
-                submit: self.submit,
-            },
-            runtime,
-            end,
-        })
+        Some(FinishedJob { request: self.request(), runtime, end })
     }
 }
 

@@ -269,3 +269,41 @@ fn fairway_priority_uses_the_predictor_learning_at_job_end() {
     assert_eq!(after, terms::priority_with_terms(&weights, &input, &terms_cfg, &t).2);
     assert!(after > before, "{after} <= {before}");
 }
+
+#[test]
+fn fairway_priority_predicts_with_a_learned_model_as_the_plugins_do() {
+    use fairway_core::predict::{Features, LearnedPredictor, RuntimePredictor, TrainConfig};
+    // A model of a site where this user's 8-GPU jobs run about an hour against 2-hour limits.
+    let past: Vec<Job> =
+        (0..200).map(|i| job(&format!("h{i}"), i * 100, 3000 + (i as u64 % 7) * 200, 7200, 8, 1, "u", "a")).collect();
+    let mut history = RuntimePredictor::default();
+    let examples: Vec<_> = past
+        .iter()
+        .map(|j| {
+            let f = Features::new(&history, &j.request());
+            history.record_with_limit(&j.key(), j.runtime.unwrap(), j.time_limit);
+            (f, j.runtime.unwrap(), j.time_limit)
+        })
+        .collect();
+    let model = LearnedPredictor::train(&examples, &TrainConfig::default()).unwrap();
+
+    let cluster = Cluster::uniform(1, 8);
+    let trace = vec![job("r1", 0, 600, 7200, 8, 1, "u", "a"), job("r2", 10, 600, 7200, 8, 1, "u", "a")];
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let cfg = SimConfig { policy: Policy::Fairway, ..SimConfig::default() };
+    let mut sim = Simulator::new(&w, &cluster, cfg).with_model(&model);
+    sim.arrive(0, 0);
+    sim.schedule(0);
+    sim.arrive(1, 10);
+    // Nothing has ended: the model, not the limit (which is what last-two would give).
+    let cold = model.predict(&RuntimePredictor::default(), &w.jobs[1].request);
+    assert!(cold < 7200, "{cold}");
+    assert_eq!(sim.terms_input(1, 10).expected_runtime, cold as f64);
+    // r1 ends after 600 s: the prediction follows the history the model now sees.
+    sim.finish(0, 600);
+    let mut seen = RuntimePredictor::default();
+    seen.record_with_limit(&w.jobs[0].request.key, 600, Some(7200));
+    let warm = model.predict(&seen, &w.jobs[1].request);
+    assert_ne!(warm, cold, "the model should read the job's history");
+    assert_eq!(sim.terms_input(1, 600).expected_runtime, warm as f64);
+}
