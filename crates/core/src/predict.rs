@@ -81,12 +81,21 @@ pub struct JobRequest {
     pub submit: i64,
 }
 
-/// The run time the plugins assume for a job: the learned model's upper quantile when a
+/// The run time a job's limit can be based on: the learned model's upper quantile when a
 /// model is loaded, else the mean of the last two runs of its key (capped by its limit,
 /// or the limit itself with no history); `None` with neither history nor limit.
 pub fn predict_runtime(history: &RuntimePredictor, model: Option<&LearnedPredictor>, req: &JobRequest) -> Option<u64> {
     match model {
         Some(m) => Some(m.predict(history, req)),
+        None => history.predict(&req.key, req.time_limit),
+    }
+}
+
+/// The run time jobs are ranked by (priority's predicted-work term): the learned model's
+/// typical run time when a model is loaded, else as [`predict_runtime`].
+pub fn expected_runtime(history: &RuntimePredictor, model: Option<&LearnedPredictor>, req: &JobRequest) -> Option<u64> {
+    match model {
+        Some(m) => Some(m.typical(history, req)),
         None => history.predict(&req.key, req.time_limit),
     }
 }

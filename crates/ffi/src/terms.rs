@@ -110,7 +110,7 @@ impl TermsState {
             return None;
         }
         let model = self.model.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let expected = predict::predict_runtime(&self.predictor(), model.as_deref(), &job.prediction_request());
+        let expected = predict::expected_runtime(&self.predictor(), model.as_deref(), &job.prediction_request());
         let t = terms::compute(
             &self.config,
             &terms::TermsInput {

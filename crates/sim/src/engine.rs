@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use fairway_core::fairshare::{self, Assoc, AssocTree};
 use fairway_core::multifactor::{self, JobInput, NICE_OFFSET};
-use fairway_core::predict::{predict_runtime, LearnedPredictor, RuntimePredictor};
+use fairway_core::predict::{expected_runtime, LearnedPredictor, RuntimePredictor};
 use fairway_core::terms::{self, TermsInput};
 use serde::Serialize;
 
@@ -131,8 +131,8 @@ impl<'a> Simulator<'a> {
         }
     }
 
-    /// Predicts run times with `model` (upper quantile, see `fairway predict train`) where
-    /// the plugins would, instead of the last two runs of each key.
+    /// Predicts run times with `model` (`fairway predict train`) where the plugins would,
+    /// instead of the last two runs of each key.
     pub fn with_model(mut self, model: &'a LearnedPredictor) -> Self {
         self.model = Some(model);
         self
@@ -166,9 +166,9 @@ impl<'a> Simulator<'a> {
     }
 
     /// Fairway's terms input for pending job `j` at `now`: expected run time as the plugins
-    /// compute it (`fairway_core::predict::predict_runtime`) from what has ended so far:
-    /// the learned model when there is one, else the last two runs of the same key; capped
-    /// by the limit, the limit without history.
+    /// compute it (`fairway_core::predict::expected_runtime`) from what has ended so far:
+    /// the learned model's typical run time when there is one, else the last two runs of
+    /// the same key; capped by the limit, the limit without history.
     pub fn terms_input(&mut self, j: usize, now: i64) -> TermsInput {
         let job = &self.w.jobs[j];
         let version = if self.model.is_some() { self.history_version } else { self.key_version[job.key_id] };
@@ -176,7 +176,7 @@ impl<'a> Simulator<'a> {
             Some((v, p)) if v == version => p,
             _ => {
                 let p =
-                    predict_runtime(&self.predictor, self.model, &job.request).map_or(job.limit, |p| p.min(job.limit));
+                    expected_runtime(&self.predictor, self.model, &job.request).map_or(job.limit, |p| p.min(job.limit));
                 self.pred[j] = Some((version, p));
                 p
             }

@@ -305,6 +305,14 @@ impl LearnedPredictor {
         self.predict_features(&Features::new(history, req), req.time_limit)
     }
 
+    /// The trees' own estimate for `req`, without the conformal offset: a typical run time
+    /// (exp of the mean log run time of similar jobs), for ranking jobs by their work,
+    /// where an upper quantile would inflate the uncertain ones. Capped by the limit.
+    pub fn typical(&self, history: &RuntimePredictor, req: &JobRequest) -> u64 {
+        let log = self.raw(std::iter::once(&Features::new(history, req)))[0];
+        calibrate::seconds(log, req.time_limit)
+    }
+
     /// Loads a model saved by [`save`](Self::save).
     pub fn load(path: &Path) -> Result<Self, PredictError> {
         let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
@@ -424,6 +432,9 @@ mod tests {
         let empty = RuntimePredictor::default();
         assert_eq!(crate::predict::predict_runtime(&empty, Some(&back), cold), Some(back.predict(&empty, cold)));
         assert_eq!(crate::predict::predict_runtime(&empty, None, cold), cold.time_limit);
+        // Ranking uses the trees' typical run time, limits the upper quantile.
+        assert_eq!(crate::predict::expected_runtime(&empty, Some(&back), cold), Some(back.typical(&empty, cold)));
+        assert_eq!(crate::predict::expected_runtime(&empty, None, cold), cold.time_limit);
         // And `fairway check-config` accepts the file.
         let toml = format!("[predictor]\nmodel = \"{}\"\n", path.display());
         let config = crate::Config::parse(&toml, &dir).unwrap();

@@ -295,15 +295,15 @@ fn fairway_priority_predicts_with_a_learned_model_as_the_plugins_do() {
     sim.arrive(0, 0);
     sim.schedule(0);
     sim.arrive(1, 10);
-    // Nothing has ended: the model, not the limit (which is what last-two would give).
-    let cold = model.predict(&RuntimePredictor::default(), &w.jobs[1].request);
+    // Nothing has ended: the model's typical run time, not the limit (last two's answer).
+    let cold = model.typical(&RuntimePredictor::default(), &w.jobs[1].request);
     assert!(cold < 7200, "{cold}");
     assert_eq!(sim.terms_input(1, 10).expected_runtime, cold as f64);
     // r1 ends after 600 s: the prediction follows the history the model now sees.
     sim.finish(0, 600);
     let mut seen = RuntimePredictor::default();
     seen.record_with_limit(&w.jobs[0].request.key, 600, Some(7200));
-    let warm = model.predict(&seen, &w.jobs[1].request);
+    let warm = model.typical(&seen, &w.jobs[1].request);
     assert_ne!(warm, cold, "the model should read the job's history");
     assert_eq!(sim.terms_input(1, 600).expected_runtime, warm as f64);
 }
