@@ -148,9 +148,6 @@ pub struct Calibration {
     pub offsets: Vec<f64>,
     /// Share of calibration jobs that outlived their (capped) prediction.
     pub under_rate: f64,
-    /// Mean absolute error on the calibration jobs, seconds.
-    #[serde(default)]
-    pub mae_s: f64,
     /// Fewest training jobs per leaf of the trees.
     #[serde(default)]
     pub min_leaf_jobs: f32,
@@ -244,29 +241,18 @@ impl LearnedPredictor {
             // Small data; and a plugin-side model must not start thread pools.
             .set_parallel(false);
         booster.fit_unweighted(&data, &y, None).map_err(|e| PredictError::Train(e.to_string()))?;
-        Ok(LearnedPredictor::calibrated(booster, min_leaf, fit.len(), cal, cfg.quantile))
-    }
 
-    /// Sets the offsets of `booster`'s model on the calibration jobs `cal`.
-    fn calibrated(
-        booster: GradientBooster,
-        min_leaf: f32,
-        fit_jobs: usize,
-        cal: &[(Features, u64, Option<u64>)],
-        quantile: f64,
-    ) -> Self {
         let mut model = LearnedPredictor {
             format: FORMAT,
             features: FEATURE_NAMES.iter().map(|s| s.to_string()).collect(),
             calibration: Calibration {
-                quantile,
-                fit_jobs,
+                quantile: cfg.quantile,
+                fit_jobs: fit.len(),
                 calibration_jobs: cal.len(),
                 min_leaf_jobs: min_leaf,
                 edges: Vec::new(),
                 offsets: vec![0.0],
                 under_rate: 0.0,
-                mae_s: 0.0,
             },
             booster,
         };
@@ -274,17 +260,11 @@ impl LearnedPredictor {
         let raw = model.raw(cal.iter().map(|(f, _, _)| f));
         let held: Vec<Held> =
             cal.iter().zip(&raw).map(|(&(_, runtime, limit), &log_pred)| Held { log_pred, runtime, limit }).collect();
-        let (edges, offsets) = calibrate::offsets(&held, quantile);
-        model.calibration.edges = edges;
-        model.calibration.offsets = offsets;
-        let predictions: Vec<(u64, u64)> = held
-            .iter()
-            .map(|h| (calibrate::seconds(h.log_pred + model.calibration.offset(h.log_pred), h.limit), h.runtime))
-            .collect();
-        let n = cal.len() as f64;
-        model.calibration.under_rate = predictions.iter().filter(|(p, r)| p < r).count() as f64 / n;
-        model.calibration.mae_s = predictions.iter().map(|(p, r)| p.abs_diff(*r) as f64).sum::<f64>() / n;
-        model
+        (model.calibration.edges, model.calibration.offsets) = calibrate::offsets(&held, cfg.quantile);
+        let c = &model.calibration;
+        let under = held.iter().filter(|h| calibrate::seconds(h.log_pred + c.offset(h.log_pred), h.limit) < h.runtime);
+        model.calibration.under_rate = under.count() as f64 / cal.len() as f64;
+        Ok(model)
     }
 
     /// Raw log-space predictions of the trees.
@@ -294,9 +274,14 @@ impl LearnedPredictor {
         self.booster.predict(&Matrix::new(&cols, n, FEATURE_NAMES.len()), false)
     }
 
+    /// The trees' log prediction for one job.
+    fn log_pred(&self, features: &Features) -> f64 {
+        self.raw(std::iter::once(features))[0]
+    }
+
     /// Predicted run time (seconds) for a job with these features, capped by its limit.
     pub fn predict_features(&self, features: &Features, time_limit: Option<u64>) -> u64 {
-        let log = self.raw(std::iter::once(features))[0];
+        let log = self.log_pred(features);
         calibrate::seconds(log + self.calibration.offset(log), time_limit)
     }
 
@@ -309,8 +294,7 @@ impl LearnedPredictor {
     /// (exp of the mean log run time of similar jobs), for ranking jobs by their work,
     /// where an upper quantile would inflate the uncertain ones. Capped by the limit.
     pub fn typical(&self, history: &RuntimePredictor, req: &JobRequest) -> u64 {
-        let log = self.raw(std::iter::once(&Features::new(history, req)))[0];
-        calibrate::seconds(log, req.time_limit)
+        calibrate::seconds(self.log_pred(&Features::new(history, req)), req.time_limit)
     }
 
     /// Loads a model saved by [`save`](Self::save).
