@@ -163,7 +163,7 @@ fn main() {
             )
             .allowlist_function("slurm_copy_priority_factors_object|slurm_destroy_priority_factors_object")
             .allowlist_function("slurm_copy_priority_factors|slurm_destroy_priority_factors|xsize")
-            .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata|slurm_xcalloc")
+            .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata")
             .allowlist_function("assoc_mgr_find_tres_pos|slurm_get_tres_weight_array|list_sort|priority_sort_part_tier")
             // preempt/fairway
             .allowlist_type("job_queue_rec_t|slurm_preempt_data_type_t")

@@ -37,6 +37,17 @@ extern "C" {
     pub fn slurm_xstrdup(s: *const c_char) -> *mut c_char;
     /// `xfree()`: takes the address of the pointer and nulls it.
     pub fn slurm_xfree(p: *mut *mut c_void);
+    /// `xcalloc(count, size)` (`clear`: zeroed; `try_`: NULL instead of aborting), with
+    /// the caller's file, line and function for Slurm's allocation errors.
+    pub fn slurm_xcalloc(
+        count: usize,
+        size: usize,
+        clear: bool,
+        try_: bool,
+        file: *const c_char,
+        line: c_int,
+        func: *const c_char,
+    ) -> *mut c_void;
 }
 
 #[cfg(not(feature = "internal"))]

@@ -52,6 +52,11 @@ pub struct ClusterSpec {
     /// Further environment of slurmd, as (name, value): `LD_LIBRARY_PATH` to a stand-in
     /// `libnvidia-ml.so`, so that Slurm selects `gpu/nvml`.
     pub slurmd_env: Vec<(String, String)>,
+    /// `TaskPlugin=` (`task/none`: no binding; `task/affinity` binds tasks to their CPUs).
+    pub task_plugin: String,
+    /// The node's hardware on its `NodeName=` line (`Sockets=1 CoresPerSocket=2
+    /// ThreadsPerCore=1`, as `slurmd -C` prints it); `None` gives `CPUs=` only.
+    pub node_hardware: Option<String>,
 }
 
 impl Default for ClusterSpec {
@@ -75,6 +80,8 @@ impl Default for ClusterSpec {
             phantom_nodes: 0,
             config_files: Vec::new(),
             slurmd_env: Vec::new(),
+            task_plugin: s("task/none"),
+            node_hardware: None,
             qos: vec![(s("high"), 1000), (s("scavenger"), 0)],
             slurmd: true,
         }
@@ -156,10 +163,12 @@ impl Cluster {
             fs::write(root.join(name), text)?;
         }
         if let Some((_, gres_conf)) = &spec.gres {
-            // Stand-in device files for GPUs this machine lacks: `{dir}/dev/nvidiaN`.
+            // Stand-in devices for GPUs this machine lacks, `{dir}/dev/nvidiaN`: links to
+            // /dev/null, since slurmd hands a job (CUDA_VISIBLE_DEVICES) only character or
+            // block devices.
             fs::create_dir_all(root.join("dev"))?;
             for i in 0..16 {
-                fs::write(root.join(format!("dev/nvidia{i}")), "")?;
+                std::os::unix::fs::symlink("/dev/null", root.join(format!("dev/nvidia{i}")))?;
             }
             fs::write(root.join("gres.conf"), gres_conf.replace("{dir}", &root.display().to_string()))?;
         }

@@ -45,7 +45,7 @@ pub(crate) fn slurm_conf(l: &Layout<'_>, spec: &ClusterSpec) -> String {
          SlurmctldLogFile={d}/log/slurmctld.log\nSlurmdLogFile={d}/log/slurmd.%n.log\n\
          SlurmctldDebug={debug}\nSlurmdDebug=info\n\
          PluginDir={plugins}:/usr/lib/x86_64-linux-gnu/slurm-wlm\n\
-         ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
+         ProctrackType=proctrack/linuxproc\nTaskPlugin={task}\n\
          JobAcctGatherType=jobacct_gather/none\nMpiDefault=none\nSwitchType=switch/none\n\
          ReturnToService=2\nMailProg=/bin/true\n\
          SchedulerType=sched/backfill\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n\
@@ -63,6 +63,7 @@ pub(crate) fn slurm_conf(l: &Layout<'_>, spec: &ClusterSpec) -> String {
         plugins = l.plugin_dir.display(),
         dbd = p.dbd,
         prio = spec.priority_type,
+        task = spec.task_plugin,
     );
     if !spec.job_submit_plugins.is_empty() {
         let _ = writeln!(s, "JobSubmitPlugins={}", spec.job_submit_plugins.join(","));
@@ -80,10 +81,10 @@ pub(crate) fn slurm_conf(l: &Layout<'_>, spec: &ClusterSpec) -> String {
     for line in &spec.slurm_conf_extra {
         let _ = writeln!(s, "{line}");
     }
+    let hardware = spec.node_hardware.clone().unwrap_or_else(|| format!("CPUs={}", l.cpus));
     let node_line = |name: &str, addr: &str, host: &str, state: &str| {
         format!(
-            "NodeName={name} NodeAddr={addr} NodeHostname={host} CPUs={} RealMemory=2000{node_gres} State={state}",
-            l.cpus
+            "NodeName={name} NodeAddr={addr} NodeHostname={host} {hardware} RealMemory=2000{node_gres} State={state}"
         )
     };
     let _ = writeln!(s, "{}", node_line(l.node_name, "127.0.0.1", l.hostname, "UNKNOWN"));

@@ -375,15 +375,18 @@ fn assert_placed_well(c: &DockerCluster, topo: &Topology, job: u32, free: &[usiz
     assert_eq!((got.sockets, got.lanes), (best.score.sockets, best.score.lanes), "{what}");
     let local: CoreSet = gpus.iter().flat_map(|&g| topo.gpus[g].cores.iter()).collect();
     assert!(cpus.iter().all(|cpu| local.contains(cpu)), "cores not local to the GPUs: {what}");
-    // What the job itself sees (no task plugin binds in these containers: the host has
-    // two cores, so the task's own affinity cannot be checked here).
+    // What the job itself sees. No task plugin binds in these containers (their nodes
+    // have more cores than this machine): tests/tests/gpu_binding.rs checks the tasks'
+    // own affinity on the host. Here: job_submit/fairway's `--gpu-bind=closest` reaches
+    // the job's srun steps through SLURM_GPU_BIND, since Slurm does not pass it on.
     c.wait_for("the job printed its GPUs", Duration::from_secs(30), || {
-        Ok(lines(c, &format!("/shared/jobs/slurm-{job}.out")).iter().any(|l| l.starts_with("GPUS=")))
+        Ok(lines(c, &format!("/shared/jobs/slurm-{job}.out")).iter().any(|l| l.starts_with("GPU_BIND=")))
     })
     .unwrap();
     let ids = gpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
     let seen = lines(c, &format!("/shared/jobs/slurm-{job}.out"));
     assert!(seen.iter().any(|l| *l == format!("GPUS={ids}")), "{what}: the job saw {seen:?}");
+    assert!(seen.iter().any(|l| l == "GPU_BIND=closest"), "{what}: the job saw {seen:?}");
     eprintln!("{what}");
     gpus
 }
@@ -403,7 +406,7 @@ fn gpus_are_placed_by_topology_with_some_busy() {
     cancel_all(&c);
     let job = |user: &str, node: &str, gpus: &str| {
         let p = if node == "c1" { "gpu" } else { "a100" };
-        let script = "echo GPUS=$SLURM_JOB_GPUS; sleep 300";
+        let script = "echo GPUS=$SLURM_JOB_GPUS; echo GPU_BIND=$SLURM_GPU_BIND; sleep 300";
         let id = c
             .sbatch(
                 user,

@@ -87,6 +87,7 @@ impl JobDesc<'_> {
                 batch_only: v16(d.warn_flags).is_some_and(|f| u32::from(f) & sys::KILL_JOB_BATCH != 0),
             }),
             tres_bind: s(d.tres_bind).map(bind_to_core),
+            step_gpu_bind: self.env_var(GPU_BIND_ENV),
             cpu_bind: v16(d.cpu_bind_type).filter(|&b| b != 0).map(|b| match u32::from(b) {
                 b if b & sys::CPU_BIND_TO_SOCKETS != 0 => CpuBind::Sockets,
                 b if b & sys::CPU_BIND_TO_LDOMS != 0 => CpuBind::Ldoms,
@@ -149,6 +150,13 @@ impl JobDesc<'_> {
             }
             changed.push("warn_signal");
         }
+        if before.step_gpu_bind != after.step_gpu_bind {
+            if let Some(how) = &after.step_gpu_bind {
+                self.set_env_var(GPU_BIND_ENV, how);
+                changed.push("environment");
+            }
+        }
+        let d = &mut *self.0;
         if before.cpu_bind != after.cpu_bind {
             if let Some(b) = after.cpu_bind {
                 let bits = match b {
@@ -164,6 +172,59 @@ impl JobDesc<'_> {
             changed.push("cpu_bind_type");
         }
         changed
+    }
+}
+
+/// What `srun` reads for `--gpu-bind` when not given it.
+const GPU_BIND_ENV: &str = "SLURM_GPU_BIND";
+
+/// The batch job's environment (`environment[..env_size]`, each `NAME=value`).
+impl JobDesc<'_> {
+    fn env(&self) -> &[*mut c_char] {
+        let d = &*self.0;
+        if d.environment.is_null() {
+            return &[];
+        }
+        // SAFETY: Slurm unpacks `environment` as an xcalloc'ed array of `env_size` strings
+        // (plus a NULL), alive for the callback.
+        unsafe { std::slice::from_raw_parts(d.environment, d.env_size as usize) }
+    }
+
+    /// The value of `name` in the batch job's environment.
+    fn env_var(&self, name: &str) -> Option<String> {
+        self.env().iter().find_map(|&p| {
+            let entry = opt_str(p)?;
+            entry.strip_prefix(name)?.strip_prefix('=').map(str::to_string)
+        })
+    }
+
+    /// Sets `name=value` in the batch job's environment, replacing an entry of that name
+    /// or growing the array (with Slurm's allocator: slurmctld frees it).
+    fn set_env_var(&mut self, name: &str, value: &str) {
+        let entry = format!("{name}={value}");
+        let prefix = format!("{name}=");
+        let at = self.env().iter().position(|&p| opt_str(p).is_some_and(|e| e.starts_with(&prefix)));
+        let d = &mut *self.0;
+        if let Some(i) = at {
+            // SAFETY: `i < env_size`; the entry is xmalloc'ed (or NULL).
+            unsafe { crate::string::replace_slurm_str(d.environment.add(i), &entry) };
+            return;
+        }
+        let n = d.env_size as usize;
+        // SAFETY: a new array of n + 2 (NULL-terminated, as Slurm's unpacking sizes it) takes
+        // the n existing pointers and the new entry; the old array, whose strings now
+        // belong to the new one, is freed on its own.
+        unsafe {
+            let grown = crate::string::xcalloc::<*mut c_char>(n + 2, c"environment");
+            if n > 0 {
+                std::ptr::copy_nonoverlapping(d.environment, grown, n);
+            }
+            *grown.add(n) = crate::string::SlurmString::new(&entry).into_raw();
+            let mut old = d.environment.cast::<std::os::raw::c_void>();
+            slurm_sys::libslurmfull::slurm_xfree(&mut old);
+            d.environment = grown;
+        }
+        d.env_size += 1;
     }
 }
 
@@ -305,6 +366,7 @@ impl<'a> JobRecord<'a> {
             requeue: details.map(|d| d.requeue != 0),
             warn: None,
             tres_bind: s(j.tres_bind).map(bind_to_core),
+            step_gpu_bind: None,
             cpu_bind: None,
             admin_comment: s(j.admin_comment),
         }

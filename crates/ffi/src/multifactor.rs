@@ -213,17 +213,6 @@ fn multi_qos(j: &sys::job_record_t) -> bool {
     }
 }
 
-/// `n` zeroed `T`s from Slurm's allocator (aborts on failure, as xcalloc does).
-///
-/// # Safety
-/// The result must be freed by Slurm (or `xfree`), never by Rust.
-pub(crate) unsafe fn xcalloc<T>(n: usize, what: &std::ffi::CStr) -> *mut T {
-    // SAFETY: per the contract.
-    unsafe {
-        sys::slurm_xcalloc(n, std::mem::size_of::<T>(), true, false, c"fairway".as_ptr(), 0, what.as_ptr()).cast()
-    }
-}
-
 /// Whether a Slurm-allocated array is missing or holds fewer than `n` entries (a job
 /// updated to more partitions or QOS keeps its old array).
 ///
@@ -333,7 +322,7 @@ impl JobRecord<'_> {
             unsafe {
                 if too_small(j.priority_array, prios.len()) {
                     xfree(std::ptr::addr_of_mut!(j.priority_array).cast());
-                    j.priority_array = xcalloc::<u32>(prios.len() + 1, c"priority_array");
+                    j.priority_array = crate::string::xcalloc::<u32>(prios.len() + 1, c"priority_array");
                 }
                 store(j.priority_array, prios, incr_only);
             }
@@ -351,14 +340,14 @@ impl JobRecord<'_> {
                 return;
             }
             if j.part_prio.is_null() {
-                j.part_prio = xcalloc::<sys::priority_mult_t>(1, c"part_prio");
+                j.part_prio = crate::string::xcalloc::<sys::priority_mult_t>(1, c"part_prio");
             }
             let pp = &mut *j.part_prio;
             // Reallocated when partitions changed since (their count or order may have).
             let last_part_update = crate::sym::lookup(c"last_part_update").map_or(0, |p| *p.cast::<libc::time_t>());
             if too_small(pp.priority_array, prios.len()) || pp.last_update < last_part_update {
                 xfree(std::ptr::addr_of_mut!(pp.priority_array).cast());
-                pp.priority_array = xcalloc::<u32>(prios.len(), c"priority_array");
+                pp.priority_array = crate::string::xcalloc::<u32>(prios.len(), c"priority_array");
                 if !j.part_ptr_list.is_null() {
                     let mut names = Vec::new();
                     crate::list::for_each(j.part_ptr_list, |p| {

@@ -27,7 +27,7 @@ type PrioFactors = sys::priority_factors_t;
 /// list's destructor).
 fn xcalloc<T>(what: &std::ffi::CStr) -> *mut T {
     // SAFETY: freed only by Slurm, as above.
-    unsafe { crate::multifactor::xcalloc(1, what) }
+    unsafe { crate::string::xcalloc(1, what) }
 }
 
 /// Frees a factors object's owned arrays and zeroes it (multifactor does the same
@@ -73,18 +73,7 @@ impl JobRecord<'_> {
             let n = w.tres.len();
             // SAFETY: Slurm's allocator, freed with the factors object by slurmctld.
             unsafe {
-                let alloc = || -> *mut f64 {
-                    sys::slurm_xcalloc(
-                        n,
-                        std::mem::size_of::<f64>(),
-                        true,
-                        false,
-                        c"fairway".as_ptr(),
-                        0,
-                        c"tres".as_ptr(),
-                    )
-                    .cast()
-                };
+                let alloc = || crate::string::xcalloc::<f64>(n, c"tres");
                 o.priority_tres = alloc();
                 o.tres_weights = alloc();
                 for t in 0..n {

@@ -1,10 +1,10 @@
-//! Strings owned by Slurm's allocator.
+//! Strings and arrays owned by Slurm's allocator.
 
 use std::ffi::CString;
 use std::os::raw::{c_char, c_void};
 use std::ptr::NonNull;
 
-use slurm_sys::libslurmfull::{slurm_xfree, slurm_xstrdup};
+use slurm_sys::libslurmfull::{slurm_xcalloc, slurm_xfree, slurm_xstrdup};
 
 /// A NUL-terminated string allocated with Slurm's `xmalloc`, so Slurm may `xfree` it.
 ///
@@ -55,4 +55,13 @@ pub unsafe fn replace_slurm_str(slot: *mut *mut c_char, msg: &str) {
         slurm_xfree(slot.cast());
         *slot = SlurmString::new(msg).into_raw();
     }
+}
+
+/// `n` zeroed `T`s from Slurm's allocator (aborts on failure, as xcalloc does).
+///
+/// # Safety
+/// The result must be freed by Slurm (or `xfree`), never by Rust.
+pub unsafe fn xcalloc<T>(n: usize, what: &std::ffi::CStr) -> *mut T {
+    // SAFETY: per the contract.
+    unsafe { slurm_xcalloc(n, std::mem::size_of::<T>(), true, false, c"fairway".as_ptr(), 0, what.as_ptr()).cast() }
 }

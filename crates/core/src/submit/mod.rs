@@ -77,6 +77,9 @@ pub struct JobRequest {
     pub warn: Option<Warn>,
     /// `--gpu-bind` as `gpu:<how>`.
     pub tres_bind: Option<String>,
+    /// `SLURM_GPU_BIND` in a batch job's environment: the `--gpu-bind` its `srun` steps
+    /// start with. Slurm does not pass the job's own `--gpu-bind` on to its steps.
+    pub step_gpu_bind: Option<String>,
     /// `--cpu-bind`, when the user chose one (or the rules did).
     pub cpu_bind: Option<CpuBind>,
     /// `--admin-comment` (operators), and Fairway's prediction record.
@@ -572,8 +575,12 @@ fn binding(cfg: &JobSubmitConfig, job: &mut JobRequest, notes: &mut Vec<String>)
         return Ok(());
     }
     let rules = &cfg.binding;
-    if job.tres_bind.is_none() && !rules.gpu_bind.is_empty() {
+    // SLURM_GPU_BIND already in the environment is the user's choice for the steps.
+    if job.tres_bind.is_none() && job.step_gpu_bind.is_none() && !rules.gpu_bind.is_empty() {
         job.tres_bind = Some(format!("gpu:{}", rules.gpu_bind));
+        if job.batch {
+            job.step_gpu_bind = Some(rules.gpu_bind.clone());
+        }
         notes.push(format!("--gpu-bind={}", rules.gpu_bind));
     }
     if job.cpu_bind.is_none() && rules.cpu_bind != CpuBind::None {

@@ -250,8 +250,17 @@ fn checkpointing_jobs_in_preemptible_qos_get_requeue_and_a_signal() {
 
 #[test]
 fn gpu_jobs_get_binding_defaults_unless_they_chose() {
-    let o = run(&JobRequest { tres_per_node: Some("gres:gpu:h100:2".into()), ..job("") }).unwrap();
+    let gpus = JobRequest { tres_per_node: Some("gres:gpu:h100:2".into()), ..job("") };
+    let o = run(&gpus).unwrap();
     assert_eq!((o.job.tres_bind.as_deref(), o.job.cpu_bind), (Some("gpu:closest"), Some(CpuBind::Cores)));
+    // Steps inside a batch job learn it from SLURM_GPU_BIND; salloc has no environment to set.
+    assert_eq!(o.job.step_gpu_bind.as_deref(), Some("closest"));
+    let o = run(&JobRequest { batch: false, ..gpus.clone() }).unwrap();
+    assert_eq!((o.job.tres_bind.as_deref(), o.job.step_gpu_bind), (Some("gpu:closest"), None));
+    // SLURM_GPU_BIND exported before sbatch is the user's choice too.
+    let exported = JobRequest { step_gpu_bind: Some("none".into()), ..gpus };
+    let o = run(&exported).unwrap();
+    assert_eq!((o.job.tres_bind, o.job.step_gpu_bind), (None, exported.step_gpu_bind));
     let own = JobRequest {
         tres_per_node: Some("gres:gpu:h100:2".into()),
         tres_bind: Some("gpu:single:1".into()),
