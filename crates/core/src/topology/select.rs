@@ -141,6 +141,8 @@ fn score_with(topo: &Topology, counts: &FreeCounts, chosen: &[usize]) -> Score {
     s
 }
 
+/// The free GPUs that can be given whole: a GPU in MIG mode never is, since Slurm hands
+/// out its instances as devices of their own.
 fn sorted_free(topo: &Topology, free: &[usize]) -> Result<Vec<usize>, ChooseError> {
     let mut f: Vec<usize> = free.to_vec();
     f.sort_unstable();
@@ -148,6 +150,7 @@ fn sorted_free(topo: &Topology, free: &[usize]) -> Result<Vec<usize>, ChooseErro
     if let Some(&gpu) = f.iter().find(|&&g| g >= topo.gpus.len()) {
         return Err(ChooseError::UnknownGpu { gpu, count: topo.gpus.len() });
     }
+    f.retain(|&g| topo.gpus[g].mig.is_empty());
     Ok(f)
 }
 
@@ -157,7 +160,8 @@ pub fn score(topo: &Topology, free: &[usize], chosen: &[usize]) -> Result<Score,
     Ok(score_with(topo, &FreeCounts::new(topo, &free), chosen))
 }
 
-/// The best `k` of the `free` GPUs (indexes, any order, duplicates ignored).
+/// The best `k` of the `free` GPUs (indexes, any order, duplicates ignored; GPUs in MIG
+/// mode left out).
 pub fn choose(topo: &Topology, free: &[usize], k: usize) -> Result<Choice, ChooseError> {
     let free = sorted_free(topo, free)?;
     if k == 0 {

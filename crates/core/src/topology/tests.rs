@@ -321,9 +321,17 @@ fn bad_requests_are_errors() {
     assert_eq!(choose(&t, &[1, 0, 1], 2).unwrap().gpus, [0, 1]);
 }
 
+#[test]
+fn a_gpu_in_mig_mode_is_never_chosen_whole() {
+    let t = shipped("a100-pcie-mig.toml");
+    assert_eq!(choose(&t, &all(&t), 3).unwrap().gpus, [1, 2, 3]);
+    assert_eq!(choose(&t, &all(&t), 4), Err(ChooseError::NotEnoughFree { wanted: 4, free: 3 }));
+}
+
 /// The reference: every subset of the node's GPUs as a bit mask, scored from scratch.
 fn brute_force(t: &Topology, free: &[usize], k: usize) -> Option<(Score, Vec<usize>)> {
     let n = t.gpus.len();
+    let free: Vec<usize> = free.iter().copied().filter(|&g| t.gpus[g].mig.is_empty()).collect();
     let free_mask: u32 = free.iter().map(|&g| 1 << g).sum();
     let rows = t.nvlink.rows();
     let mut best: Option<(Score, Vec<usize>)> = None;
