@@ -10,7 +10,8 @@ use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
 use comfy_table::{Cell, CellAlignment, Table};
 use fairway_core::config::Seconds;
 use fairway_core::predict::LearnedPredictor;
-use fairway_sim::{Cluster, Metrics, Policy, SimConfig, Simulator, Workload};
+use fairway_core::topology::Topology;
+use fairway_sim::{Cluster, Metrics, PlacementStats, Policy, SimConfig, Simulator, Workload};
 use fairway_trace::synth::{self, SynthConfig};
 use fairway_trace::Format;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -53,9 +54,13 @@ pub struct SimArgs {
     /// Nodes [default: 16, or the node list's].
     #[arg(long)]
     nodes: Option<u32>,
-    /// GPUs per node.
-    #[arg(long, default_value_t = 8)]
-    gpus_per_node: u32,
+    /// GPUs per node [default: 8, or the topology's].
+    #[arg(long)]
+    gpus_per_node: Option<u32>,
+    /// Give every node the GPUs of this topology file (config/topology/) and report which
+    /// GPUs multi-GPU jobs get: Fairway's topology choice against the first free GPUs.
+    #[arg(long)]
+    topology: Option<PathBuf>,
     /// Take the nodes from Alibaba openb's node list CSV (`openb_node_list_gpu_node.csv`).
     #[arg(long, conflicts_with = "nodes")]
     node_list: Option<PathBuf>,
@@ -112,6 +117,30 @@ struct Row {
     #[serde(flatten)]
     metrics: Metrics,
     sim_seconds: f64,
+    /// With --topology: node allocations of 2+ GPUs, and the share of them connected worse
+    /// (NVLink, sockets) than as many GPUs of an idle node, under Fairway's choice and under
+    /// first free.
+    multi_gpu_allocations: Option<u64>,
+    topology_nvlink_split: Option<f64>,
+    topology_socket_split: Option<f64>,
+    first_free_nvlink_split: Option<f64>,
+    first_free_socket_split: Option<f64>,
+}
+
+impl Row {
+    fn new(policy: Policy, metrics: Metrics, sim_seconds: f64, p: Option<PlacementStats>) -> Self {
+        let share = |n: u64| p.map(|p| if p.multi_gpu == 0 { 0.0 } else { n as f64 / p.multi_gpu as f64 });
+        Row {
+            policy: policy.to_string(),
+            metrics,
+            sim_seconds,
+            multi_gpu_allocations: p.map(|p| p.multi_gpu),
+            topology_nvlink_split: share(p.map_or(0, |p| p.topology.nvlink_split)),
+            topology_socket_split: share(p.map_or(0, |p| p.topology.socket_split)),
+            first_free_nvlink_split: share(p.map_or(0, |p| p.first_free.nvlink_split)),
+            first_free_socket_split: share(p.map_or(0, |p| p.first_free.socket_split)),
+        }
+    }
 }
 
 /// Runs `fairway sim`.
@@ -136,13 +165,20 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         }
         _ => bail!("give --trace PATH --format FORMAT, or --synth"),
     };
+    let topology = match &a.topology {
+        Some(path) => Some(Topology::load(path).context("topology file is invalid")?),
+        None => None,
+    };
     let cluster = match (&a.node_list, a.nodes) {
         (Some(path), _) => {
             let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
             Cluster::from_openb_nodes(std::io::BufReader::new(file))
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
         }
-        (None, n) => Cluster::uniform(n.unwrap_or(16), a.gpus_per_node),
+        (None, n) => {
+            let whole = topology.as_ref().map(|t| t.gpus.iter().filter(|g| g.mig.is_empty()).count() as u32);
+            Cluster::uniform(n.unwrap_or(16), a.gpus_per_node.or(whole).unwrap_or(8))
+        }
     };
     if cluster.total_gpus() == 0 {
         bail!("the cluster has no GPUs");
@@ -200,6 +236,9 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         if let Some(m) = &model {
             simulator = simulator.with_model(m);
         }
+        if let Some(t) = &topology {
+            simulator = simulator.with_topology(t).map_err(|e| anyhow::anyhow!("--topology: {e}"))?;
+        }
         let result = simulator.run(&mut |done| bar.set_position(done as u64));
         let secs = started.elapsed().as_secs_f64();
         bar.finish_and_clear();
@@ -218,7 +257,7 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
             wait.sort_by(f64::total_cmp);
             cdfs.push((policy, jct, wait));
         }
-        rows.push(Row { policy: policy.to_string(), metrics: result.metrics, sim_seconds: secs });
+        rows.push(Row::new(policy, result.metrics, secs, result.placement));
     }
 
     if let Some(path) = &a.plot {
@@ -307,6 +346,39 @@ fn print_table(s: &WorkloadSummary, rows: &[Row], markdown: bool) {
             ratio(m.mean_jct, base.map(|b| b.mean_jct)),
             ratio(m.p99_wait_large, base.map(|b| b.p99_wait_large)),
             ratio(m.share_deviation, base.map(|b| b.share_deviation)),
+        ] {
+            cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+        }
+        t.add_row(cells);
+    }
+    println!("{t}");
+    if rows.iter().any(|r| r.multi_gpu_allocations.is_some()) {
+        print_placement(rows, markdown);
+    }
+}
+
+/// With --topology: how the multi-GPU allocations inside nodes came out.
+fn print_placement(rows: &[Row], markdown: bool) {
+    println!();
+    let mut t = Table::new();
+    t.load_preset(if markdown { ASCII_MARKDOWN } else { UTF8_FULL_CONDENSED });
+    t.set_header(vec![
+        "policy",
+        "node allocations of 2+ GPUs",
+        "NVLink split: Fairway",
+        "first free",
+        "socket split: Fairway",
+        "first free",
+    ]);
+    let pct = |x: Option<f64>| format!("{:.1}%", x.unwrap_or(0.0) * 100.0);
+    for r in rows {
+        let mut cells = vec![Cell::new(&r.policy)];
+        for text in [
+            r.multi_gpu_allocations.unwrap_or(0).to_string(),
+            pct(r.topology_nvlink_split),
+            pct(r.first_free_nvlink_split),
+            pct(r.topology_socket_split),
+            pct(r.first_free_socket_split),
         ] {
             cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
         }

@@ -10,6 +10,7 @@ use fairway_core::terms::{self, TermsInput};
 use serde::Serialize;
 
 use crate::metrics::{water_fill, Metrics};
+use crate::placement::{PlacementStats, Placer};
 use crate::{Cluster, Policy, SimConfig, Workload};
 
 /// What happened to one job.
@@ -34,6 +35,8 @@ pub struct SimResult {
     pub metrics: Metrics,
     /// Scheduling passes run.
     pub passes: u64,
+    /// GPU placement inside nodes, with [`Simulator::with_topology`].
+    pub placement: Option<PlacementStats>,
 }
 
 /// The reservation of EASY backfill for the first job that does not fit.
@@ -85,6 +88,7 @@ pub struct Simulator<'a> {
     share_dev_samples: u64,
     passes: u64,
     finished: usize,
+    placer: Option<Placer>,
 }
 
 impl<'a> Simulator<'a> {
@@ -127,8 +131,17 @@ impl<'a> Simulator<'a> {
             share_dev_samples: 0,
             passes: 0,
             finished: 0,
+            placer: None,
             cfg,
         }
+    }
+
+    /// Gives every node the GPUs of `topo` and follows which of them each job gets, under
+    /// Fairway's topology choice and under first free ([`crate::placement`]). Fails when a
+    /// node's GPU count is not the topology's.
+    pub fn with_topology(mut self, topo: &fairway_core::topology::Topology) -> Result<Self, String> {
+        self.placer = Some(Placer::new(topo, &self.free, self.w.jobs.len())?);
+        Ok(self)
     }
 
     /// Predicts run times with `model` (`fairway predict train`) where the plugins would,
@@ -277,7 +290,13 @@ impl<'a> Simulator<'a> {
         let share_dev =
             if self.share_dev_samples == 0 { 0.0 } else { self.share_dev_sum / self.share_dev_samples as f64 };
         let metrics = Metrics::compute(self.w, &outcomes, self.total_gpus, share_dev);
-        SimResult { policy: self.cfg.policy, outcomes, metrics, passes: self.passes }
+        SimResult {
+            policy: self.cfg.policy,
+            outcomes,
+            metrics,
+            passes: self.passes,
+            placement: self.placer.map(|p| p.stats),
+        }
     }
 
     fn arrive(&mut self, j: usize, now: i64) {
@@ -293,6 +312,9 @@ impl<'a> Simulator<'a> {
         let job = &self.w.jobs[j];
         for &(node, g) in &self.alloc[j] {
             self.free[node as usize] += g;
+        }
+        if let Some(p) = &mut self.placer {
+            p.release(j);
         }
         self.total_free += u64::from(job.gpus());
         let start = self.start[j].expect("running job has started");
@@ -314,6 +336,9 @@ impl<'a> Simulator<'a> {
             self.free[node as usize] = self.free[node as usize].checked_sub(g).expect("GPUs over-allocated");
         }
         self.total_free -= u64::from(job.gpus());
+        if let Some(p) = &mut self.placer {
+            p.place(j, &alloc);
+        }
         self.alloc[j] = alloc;
         self.start[j] = Some(now);
         self.accounted[j] = now;

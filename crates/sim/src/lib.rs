@@ -34,8 +34,12 @@
 //!   - `sjf-oracle`: true run time × GPUs, smallest first (not realisable: it knows the future).
 //!
 //!   Ties go to the earlier submission, then the earlier job in the trace.
+//! - **GPU topology** (optional, [`Simulator::with_topology`]): every node has the GPUs of
+//!   one topology file, and the GPUs a job gets on a node are followed under Fairway's
+//!   topology choice and under first free side by side ([`placement`]). Run times do not
+//!   depend on them.
 //! - **Not simulated**: preemption (Fairway's checkpoint-then-preempt is not modelled),
-//!   GPU topology inside a node, node failures, QOS and partitions, job dependencies.
+//!   node failures, QOS and partitions, job dependencies.
 //!
 //! The simulation has no randomness: the same workload and configuration always give the
 //! same result (a synthetic workload is itself determined by its seed).
@@ -51,6 +55,7 @@
 
 mod engine;
 mod metrics;
+pub mod placement;
 mod workload;
 
 use std::fmt;
@@ -62,6 +67,7 @@ use serde::Serialize;
 
 pub use engine::{JobOutcome, SimResult, Simulator};
 pub use metrics::{jain, percentile, water_fill, Metrics};
+pub use placement::PlacementStats;
 pub use workload::{Cluster, Dropped, SimJob, Workload};
 
 /// How pending jobs are ordered.

@@ -307,3 +307,58 @@ fn fairway_priority_predicts_with_a_learned_model_as_the_plugins_do() {
     assert_ne!(warm, cold, "the model should read the job's history");
     assert_eq!(sim.terms_input(1, 600).expected_runtime, warm as f64);
 }
+
+fn shipped_topology(name: &str) -> fairway_core::topology::Topology {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/topology").join(name);
+    fairway_core::topology::Topology::load(&path).unwrap()
+}
+
+/// One node of 4 A100s bridged in pairs (0-1 on socket 0, 2-3 on socket 1). A (1 GPU) and
+/// B (1 GPU) start at once, A ends, then C wants 2 GPUs: first free gives C GPUs 0 and 2,
+/// across the sockets and without NVLink; Fairway's choice put B beside A, so C gets the
+/// bridged pair 2-3.
+#[test]
+fn topology_placement_keeps_a_bridged_pair_free_where_first_free_splits_it() {
+    let trace = vec![
+        job("A", 0, 100, 200, 1, 1, "u", "a"),
+        job("B", 0, 1000, 2000, 1, 1, "u", "a"),
+        job("C", 200, 100, 200, 2, 1, "u", "a"),
+    ];
+    let cluster = Cluster::uniform(1, 4);
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let topo = shipped_topology("pcie-a100-nvlink-pairs.toml");
+    let r = Simulator::new(&w, &cluster, SimConfig::default()).with_topology(&topo).unwrap().run(&mut |_| {});
+    let p = r.placement.unwrap();
+    assert_eq!(p.multi_gpu, 1);
+    assert_eq!((p.topology.nvlink_split, p.topology.socket_split), (0, 0));
+    assert_eq!((p.first_free.nvlink_split, p.first_free.socket_split), (1, 1));
+    // The times are those of the run without a topology.
+    assert_eq!(r.outcomes, Simulator::new(&w, &cluster, SimConfig::default()).run(&mut |_| {}).outcomes);
+}
+
+#[test]
+fn a_topology_must_match_every_node() {
+    let cluster = Cluster::uniform(2, 8);
+    let w = Workload::prepare(&[job("A", 0, 10, 20, 1, 1, "u", "a")], &cluster, 86_400);
+    let err = Simulator::new(&w, &cluster, SimConfig::default())
+        .with_topology(&shipped_topology("a100-pcie-mig.toml"))
+        .err()
+        .unwrap();
+    assert!(err.contains("node 0 has 8 GPUs but the topology has 3"), "{err}");
+}
+
+/// A synthetic day on DGX H100 nodes: every allocation is placed under both rules without
+/// running out of GPUs (the scheduler's counts and the placements' masks agree).
+#[test]
+fn placements_follow_a_synthetic_workload() {
+    let trace = generate(&SynthConfig { jobs: 400, seed: 3, ..SynthConfig::default() });
+    let cluster = Cluster::uniform(4, 8);
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let topo = shipped_topology("dgx-h100.toml");
+    let r = Simulator::new(&w, &cluster, SimConfig::default()).with_topology(&topo).unwrap().run(&mut |_| {});
+    let p = r.placement.unwrap();
+    assert!(p.multi_gpu > 0);
+    // NVSwitch: every set is connected; only sockets can differ.
+    assert_eq!((p.topology.nvlink_split, p.first_free.nvlink_split), (0, 0));
+    assert!(p.topology.socket_split <= p.multi_gpu && p.first_free.socket_split <= p.multi_gpu);
+}
