@@ -10,8 +10,9 @@ use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
 use comfy_table::{Cell, CellAlignment, Table};
 use fairway_core::config::Seconds;
 use fairway_core::predict::LearnedPredictor;
+use fairway_core::preempt::PreemptConfig;
 use fairway_core::topology::Topology;
-use fairway_sim::{Cluster, Metrics, PlacementStats, Policy, SimConfig, Simulator, Workload};
+use fairway_sim::{Cluster, Metrics, PlacementStats, Policy, PreemptStats, SimConfig, SimPreempt, Simulator, Workload};
 use fairway_trace::synth::{self, SynthConfig};
 use fairway_trace::Format;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -87,6 +88,24 @@ pub struct SimArgs {
     /// PriorityDecayHalfLife, seconds.
     #[arg(long, default_value_t = 7 * 86_400)]
     half_life: u32,
+    /// QoS preemption with requeue: `PREEMPTOR:VICTIM` pairs, comma-separated, as
+    /// sacctmgr's `Preempt=` (the synthetic workload has QoS `high` and `normal`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_pair)]
+    preempt: Vec<(String, String)>,
+    /// Seconds a victim keeps its GPUs to checkpoint before it is requeued, resuming from
+    /// that checkpoint (preempt/fairway's grace); 0 requeues at once.
+    #[arg(long, default_value_t = 0, requires = "preempt")]
+    grace: u64,
+    /// Victims' periodic checkpoints, seconds apart: what a victim requeued without grace
+    /// resumes from [default: none, it starts over].
+    #[arg(long, requires = "preempt")]
+    checkpoint_every: Option<u64>,
+    /// `[preempt] min_runtime`: a job this young is taken last.
+    #[arg(long, default_value_t = 600, requires = "preempt")]
+    min_runtime: u32,
+    /// `[preempt] max_preemptions` (0 = no budget).
+    #[arg(long, default_value_t = 3, requires = "preempt")]
+    max_preemptions: u32,
     /// Print CSV instead of a table.
     #[arg(long, conflicts_with = "json")]
     csv: bool,
@@ -125,10 +144,21 @@ struct Row {
     topology_socket_split: Option<f64>,
     first_free_nvlink_split: Option<f64>,
     first_free_socket_split: Option<f64>,
+    /// With --preempt.
+    preemptions: Option<u64>,
+    jobs_preempted: Option<u64>,
+    lost_gpu_hours: Option<f64>,
+    grace_gpu_hours: Option<f64>,
 }
 
 impl Row {
-    fn new(policy: Policy, metrics: Metrics, sim_seconds: f64, p: Option<PlacementStats>) -> Self {
+    fn new(
+        policy: Policy,
+        metrics: Metrics,
+        sim_seconds: f64,
+        p: Option<PlacementStats>,
+        q: Option<PreemptStats>,
+    ) -> Self {
         let share = |n: u64| p.map(|p| if p.multi_gpu == 0 { 0.0 } else { n as f64 / p.multi_gpu as f64 });
         Row {
             policy: policy.to_string(),
@@ -139,7 +169,18 @@ impl Row {
             topology_socket_split: share(p.map_or(0, |p| p.topology.socket_split)),
             first_free_nvlink_split: share(p.map_or(0, |p| p.first_free.nvlink_split)),
             first_free_socket_split: share(p.map_or(0, |p| p.first_free.socket_split)),
+            preemptions: q.map(|q| q.preemptions),
+            jobs_preempted: q.map(|q| q.jobs_preempted),
+            lost_gpu_hours: q.map(|q| q.lost_gpu_seconds / 3600.0),
+            grace_gpu_hours: q.map(|q| q.grace_gpu_seconds / 3600.0),
         }
+    }
+}
+
+fn parse_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once(':') {
+        Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => Ok((a.trim().into(), b.trim().into())),
+        _ => Err(format!("`{s}` is not PREEMPTOR:VICTIM (e.g. high:normal)")),
     }
 }
 
@@ -206,6 +247,18 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         base.fairway.weight_predicted_work = w;
     }
     base.fairway.max_wait = (a.max_wait > 0).then_some(Seconds(a.max_wait));
+    if !a.preempt.is_empty() {
+        base.preempt = Some(SimPreempt {
+            pairs: a.preempt.clone(),
+            rules: PreemptConfig {
+                min_runtime: a.min_runtime,
+                max_preemptions: a.max_preemptions,
+                ..Default::default()
+            },
+            grace: a.grace,
+            checkpoint_every: a.checkpoint_every,
+        });
+    }
 
     let model = match &a.model {
         Some(path) => {
@@ -257,7 +310,7 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
             wait.sort_by(f64::total_cmp);
             cdfs.push((policy, jct, wait));
         }
-        rows.push(Row::new(policy, result.metrics, secs, result.placement));
+        rows.push(Row::new(policy, result.metrics, secs, result.placement, result.preemption));
     }
 
     if let Some(path) = &a.plot {
@@ -355,6 +408,30 @@ fn print_table(s: &WorkloadSummary, rows: &[Row], markdown: bool) {
     if rows.iter().any(|r| r.multi_gpu_allocations.is_some()) {
         print_placement(rows, markdown);
     }
+    if rows.iter().any(|r| r.preemptions.is_some()) {
+        print_preemption(rows, markdown);
+    }
+}
+
+/// With --preempt: what preemption did and cost.
+fn print_preemption(rows: &[Row], markdown: bool) {
+    println!();
+    let mut t = Table::new();
+    t.load_preset(if markdown { ASCII_MARKDOWN } else { UTF8_FULL_CONDENSED });
+    t.set_header(vec!["policy", "preemptions", "jobs preempted", "GPU-h redone", "GPU-h checkpointing in grace"]);
+    for r in rows {
+        let mut cells = vec![Cell::new(&r.policy)];
+        for text in [
+            r.preemptions.unwrap_or(0).to_string(),
+            r.jobs_preempted.unwrap_or(0).to_string(),
+            format!("{:.1}", r.lost_gpu_hours.unwrap_or(0.0)),
+            format!("{:.1}", r.grace_gpu_hours.unwrap_or(0.0)),
+        ] {
+            cells.push(Cell::new(text).set_alignment(CellAlignment::Right));
+        }
+        t.add_row(cells);
+    }
+    println!("{t}");
 }
 
 /// With --topology: how the multi-GPU allocations inside nodes came out.

@@ -6,22 +6,26 @@ use std::collections::{BTreeSet, BinaryHeap};
 use fairway_core::fairshare::{self, Assoc, AssocTree};
 use fairway_core::multifactor::{self, JobInput, NICE_OFFSET};
 use fairway_core::predict::{expected_runtime, LearnedPredictor, RuntimePredictor};
+use fairway_core::preempt::{preempt_prio, Candidate};
 use fairway_core::terms::{self, TermsInput};
 use serde::Serialize;
 
 use crate::metrics::{water_fill, Metrics};
 use crate::placement::{PlacementStats, Placer};
+use crate::preemption::PreemptStats;
 use crate::{Cluster, Policy, SimConfig, Workload};
 
 /// What happened to one job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct JobOutcome {
-    /// Start time.
+    /// Start time (of its first run, if it was preempted).
     pub start: i64,
     /// End time.
     pub end: i64,
-    /// (node, GPUs) it ran on.
+    /// (node, GPUs) it ran on (last).
     pub alloc: Vec<(u32, u32)>,
+    /// Times it was preempted and requeued.
+    pub preempted: u32,
 }
 
 /// A finished simulation.
@@ -37,6 +41,8 @@ pub struct SimResult {
     pub passes: u64,
     /// GPU placement inside nodes, with [`Simulator::with_topology`].
     pub placement: Option<PlacementStats>,
+    /// Preemption, with [`SimConfig::preempt`].
+    pub preemption: Option<PreemptStats>,
 }
 
 /// The reservation of EASY backfill for the first job that does not fit.
@@ -89,6 +95,24 @@ pub struct Simulator<'a> {
     passes: u64,
     finished: usize,
     placer: Option<Placer>,
+    /// Seconds of each job's run time still to do (less than its run time once it
+    /// resumed from a checkpoint).
+    remaining: Vec<u64>,
+    /// Start of each job's current run.
+    run_start: Vec<i64>,
+    /// Expected end of each job's current run; an end event for another time is stale.
+    run_end: Vec<Option<i64>>,
+    /// Victims in their grace: (when chosen, when requeued).
+    grace: Vec<Option<(i64, i64)>>,
+    /// Victims to requeue, by time.
+    releases: BinaryHeap<Reverse<(i64, usize)>>,
+    in_grace: usize,
+    /// The preemptor of the round in progress.
+    round: Option<usize>,
+    preempted: Vec<u32>,
+    preempt_stats: PreemptStats,
+    /// GPU-seconds held by all runs, for utilisation.
+    held_gpu_seconds: f64,
 }
 
 impl<'a> Simulator<'a> {
@@ -132,6 +156,16 @@ impl<'a> Simulator<'a> {
             passes: 0,
             finished: 0,
             placer: None,
+            remaining: workload.jobs.iter().map(|j| j.runtime).collect(),
+            run_start: vec![0; n],
+            run_end: vec![None; n],
+            grace: vec![None; n],
+            releases: BinaryHeap::new(),
+            in_grace: 0,
+            round: None,
+            preempted: vec![0; n],
+            preempt_stats: PreemptStats::default(),
+            held_gpu_seconds: 0.0,
             cfg,
         }
     }
@@ -253,6 +287,9 @@ impl<'a> Simulator<'a> {
             if let Some(Reverse((t, _))) = self.ends.peek() {
                 now = now.min(*t);
             }
+            if let Some(Reverse((t, _))) = self.releases.peek() {
+                now = now.min(*t);
+            }
             if busy {
                 now = now.min(next_tick);
             }
@@ -264,7 +301,23 @@ impl<'a> Simulator<'a> {
                     break;
                 }
                 self.ends.pop();
-                self.finish(j, now);
+                if self.run_end[j] == Some(t) {
+                    self.finish(j, now);
+                }
+            }
+            while let Some(&Reverse((t, j))) = self.releases.peek() {
+                if t != now {
+                    break;
+                }
+                self.releases.pop();
+                if self.grace[j].is_some_and(|(_, until)| until == t) {
+                    self.requeue(j, now);
+                }
+            }
+            if self.in_grace == 0 {
+                if let Some(p) = self.round.take() {
+                    self.start_preemptor(p, now);
+                }
             }
             while next_arrival < n && jobs[next_arrival].submit == now {
                 self.arrive(next_arrival, now);
@@ -285,17 +338,30 @@ impl<'a> Simulator<'a> {
                 start: self.start[j].expect("every job starts"),
                 end: self.end[j].expect("every job ends"),
                 alloc: std::mem::take(&mut self.alloc[j]),
+                preempted: self.preempted[j],
             })
             .collect();
         let share_dev =
             if self.share_dev_samples == 0 { 0.0 } else { self.share_dev_sum / self.share_dev_samples as f64 };
-        let metrics = Metrics::compute(self.w, &outcomes, self.total_gpus, share_dev);
+        let metrics = Metrics::compute(self.w, &outcomes, self.total_gpus, self.held_gpu_seconds, share_dev);
         SimResult {
             policy: self.cfg.policy,
             outcomes,
             metrics,
             passes: self.passes,
             placement: self.placer.map(|p| p.stats),
+            preemption: self.cfg.preempt.is_some().then_some(self.preempt_stats),
+        }
+    }
+
+    /// The preemptor of a finished round starts at once if it fits (its QoS would put it
+    /// first in Slurm's queue).
+    fn start_preemptor(&mut self, j: usize, now: i64) {
+        let Some(pos) = self.pending.iter().position(|&p| p == j) else { return };
+        let job = &self.w.jobs[j];
+        if let Some(a) = choose(&self.free, None, job.nodes, job.per_node) {
+            self.pending.remove(pos);
+            self.begin(j, now, a);
         }
     }
 
@@ -308,7 +374,8 @@ impl<'a> Simulator<'a> {
         self.acct_pending[job.account] += u64::from(job.gpus());
     }
 
-    fn finish(&mut self, j: usize, now: i64) {
+    /// Job `j`'s current run stops at `now`: its GPUs are free and its usage is due.
+    fn stop_run(&mut self, j: usize, now: i64) {
         let job = &self.w.jobs[j];
         for &(node, g) in &self.alloc[j] {
             self.free[node as usize] += g;
@@ -317,15 +384,110 @@ impl<'a> Simulator<'a> {
             p.release(j);
         }
         self.total_free += u64::from(job.gpus());
-        let start = self.start[j].expect("running job has started");
-        self.running.remove(&(start + job.limit as i64, j));
-        self.end[j] = Some(now);
+        self.running.remove(&(self.run_start[j] + job.limit as i64, j));
+        self.run_end[j] = None;
+        if self.grace[j].take().is_some() {
+            self.in_grace -= 1;
+        }
+        self.held_gpu_seconds += (now - self.run_start[j]) as f64 * f64::from(job.gpus());
         self.unaccounted.push((job.assoc, (now - self.accounted[j]) as f64, job.gpus()));
+        self.acct_running[job.account] -= u64::from(job.gpus());
+    }
+
+    fn finish(&mut self, j: usize, now: i64) {
+        self.stop_run(j, now);
+        let job = &self.w.jobs[j];
+        self.end[j] = Some(now);
         self.predictor.record_with_limit(&job.request.key, job.runtime, job.request.time_limit);
         self.key_version[job.key_id] = self.key_version[job.key_id].wrapping_add(1);
         self.history_version = self.history_version.wrapping_add(1);
-        self.acct_running[job.account] -= u64::from(job.gpus());
         self.finished += 1;
+    }
+
+    /// Victim `j`'s grace is over (or it had none): it is requeued with what it saved.
+    fn requeue(&mut self, j: usize, now: i64) {
+        let (chosen, _) = self.grace[j].unwrap_or((now, now));
+        let cfg = self.cfg.preempt.as_ref().expect("preemption is configured");
+        let ran = (chosen - self.run_start[j]).max(0) as u64;
+        let saved = cfg.saved(ran).min(self.remaining[j].saturating_sub(1));
+        let gpus = f64::from(self.w.jobs[j].gpus());
+        self.preempt_stats.lost_gpu_seconds += (ran - saved) as f64 * gpus;
+        self.preempt_stats.grace_gpu_seconds += (now - chosen) as f64 * gpus;
+        self.remaining[j] -= saved;
+        self.stop_run(j, now);
+        self.preempted[j] += 1;
+        self.arrive(j, now);
+    }
+
+    /// Tries to make room for pending job `j` by preempting; returns whether victims were
+    /// chosen (requeued now without grace, else when their grace ends).
+    fn preempt_for(&mut self, j: usize, now: i64) -> bool {
+        if self.cfg.preempt.is_none() || self.in_grace > 0 {
+            return false;
+        }
+        let w = self.w;
+        let job = &w.jobs[j];
+        let running: Vec<usize> = self.running.iter().map(|&(_, r)| r).collect();
+        let mut candidates: Vec<(u32, Candidate)> = Vec::new();
+        for r in running {
+            let victim = &w.jobs[r];
+            let Some(cfg) = &self.cfg.preempt else { return false };
+            if !cfg.may_preempt(&job.qos, &victim.qos) {
+                continue;
+            }
+            let start = self.run_start[r];
+            let every = cfg.checkpoint_every.filter(|&c| c > 0).map(|c| c as i64);
+            let last_checkpoint = every.map(|c| start + (now - start).max(0) / c * c);
+            let priority = self.priority(r, now).unwrap_or(0);
+            let c = Candidate {
+                job_id: r as u32,
+                gpus: victim.gpus(),
+                nodes: victim.nodes,
+                priority,
+                qos: victim.qos.clone(),
+                start_time: start,
+                last_checkpoint,
+                preempt_count: self.preempted[r],
+            };
+            let Some(cfg) = &self.cfg.preempt else { return false };
+            let prio = preempt_prio(&c, now, &cfg.rules);
+            if prio != u32::MAX {
+                candidates.push((prio, c));
+            }
+        }
+        candidates.sort_by_key(|(prio, c)| (*prio, c.job_id));
+        let mut avail = self.free.clone();
+        let mut victims = Vec::new();
+        for (_, c) in &candidates {
+            let r = c.job_id as usize;
+            for &(node, g) in &self.alloc[r] {
+                avail[node as usize] += g;
+            }
+            victims.push(r);
+            if choose(&avail, None, job.nodes, job.per_node).is_some() {
+                break;
+            }
+        }
+        if victims.is_empty() || choose(&avail, None, job.nodes, job.per_node).is_none() {
+            return false;
+        }
+        let grace = self.cfg.preempt.as_ref().map_or(0, |p| p.grace);
+        self.preempt_stats.preemptions += victims.len() as u64;
+        self.preempt_stats.jobs_preempted += victims.iter().filter(|&&v| self.preempted[v] == 0).count() as u64;
+        for &v in &victims {
+            if grace == 0 {
+                self.requeue(v, now);
+            } else {
+                let until = now + grace as i64;
+                self.grace[v] = Some((now, until));
+                self.in_grace += 1;
+                self.releases.push(Reverse((until, v)));
+            }
+        }
+        if grace > 0 {
+            self.round = Some(j);
+        }
+        true
     }
 
     fn begin(&mut self, j: usize, now: i64, alloc: Vec<(u32, u32)>) {
@@ -340,10 +502,13 @@ impl<'a> Simulator<'a> {
             p.place(j, &alloc);
         }
         self.alloc[j] = alloc;
-        self.start[j] = Some(now);
+        self.start[j].get_or_insert(now);
+        self.run_start[j] = now;
         self.accounted[j] = now;
         self.running.insert((now + job.limit as i64, j));
-        self.ends.push(Reverse((now + job.runtime as i64, j)));
+        let end = now + self.remaining[j] as i64;
+        self.run_end[j] = Some(end);
+        self.ends.push(Reverse((end, j)));
         self.acct_pending[job.account] -= u64::from(job.gpus());
         self.acct_running[job.account] += u64::from(job.gpus());
     }
@@ -410,7 +575,8 @@ impl<'a> Simulator<'a> {
     /// One scheduling pass at `now`.
     fn schedule(&mut self, now: i64) {
         self.passes += 1;
-        if self.pending.is_empty() || self.total_free == 0 {
+        let preempt = self.cfg.preempt.is_some();
+        if self.pending.is_empty() || (self.total_free == 0 && !preempt) {
             return;
         }
         let pending = std::mem::take(&mut self.pending);
@@ -421,7 +587,8 @@ impl<'a> Simulator<'a> {
         let mut failed: Vec<(u32, u32, bool)> = Vec::new();
         let mut stop = false;
         for &j in &pending {
-            if stop || self.total_free == 0 {
+            // A full cluster may still preempt for the first job that does not fit.
+            if stop || (self.total_free == 0 && (resv.is_some() || !preempt)) {
                 keep.push(j);
                 continue;
             }
@@ -430,6 +597,13 @@ impl<'a> Simulator<'a> {
             match &mut resv {
                 None => {
                     if gpus <= self.total_free {
+                        if let Some(a) = choose(&self.free, None, nodes, per_node) {
+                            self.begin(j, now, a);
+                            continue;
+                        }
+                    }
+                    if self.preempt_for(j, now) {
+                        // Requeued at once (no grace): the job fits now.
                         if let Some(a) = choose(&self.free, None, nodes, per_node) {
                             self.begin(j, now, a);
                             continue;
@@ -470,7 +644,13 @@ impl<'a> Simulator<'a> {
                 }
             }
         }
-        self.pending = keep;
+        // Victims requeued during the pass went to the (emptied) queue.
+        let requeued = std::mem::replace(&mut self.pending, keep);
+        if !requeued.is_empty() {
+            self.pending.extend(requeued);
+            let key = &self.key;
+            self.pending.sort_unstable_by_key(|&j| (key[j], j));
+        }
     }
 
     /// EASY's reservation for job `j`: release running jobs in order of their limits until

@@ -38,8 +38,9 @@
 //!   one topology file, and the GPUs a job gets on a node are followed under Fairway's
 //!   topology choice and under first free side by side ([`placement`]). Run times do not
 //!   depend on them.
-//! - **Not simulated**: preemption (Fairway's checkpoint-then-preempt is not modelled),
-//!   node failures, QOS and partitions, job dependencies.
+//! - **Preemption** (optional, [`SimConfig::preempt`]): QoS preemption with requeue, victims
+//!   in `preempt/fairway`'s order, with or without a grace to checkpoint ([`preemption`]).
+//! - **Not simulated**: QOS priority and limits, partitions, node failures, job dependencies.
 //!
 //! The simulation has no randomness: the same workload and configuration always give the
 //! same result (a synthetic workload is itself determined by its seed).
@@ -56,6 +57,7 @@
 mod engine;
 mod metrics;
 pub mod placement;
+pub mod preemption;
 mod workload;
 
 use std::fmt;
@@ -68,6 +70,7 @@ use serde::Serialize;
 pub use engine::{JobOutcome, SimResult, Simulator};
 pub use metrics::{jain, percentile, water_fill, Metrics};
 pub use placement::PlacementStats;
+pub use preemption::{PreemptStats, SimPreempt};
 pub use workload::{Cluster, Dropped, SimJob, Workload};
 
 /// How pending jobs are ordered.
@@ -130,6 +133,8 @@ pub struct SimConfig {
     pub shares: Vec<(String, u32)>,
     /// Shares of accounts not in [`SimConfig::shares`].
     pub default_shares: u32,
+    /// QoS preemption with requeue ([`preemption`]); `None`: no preemption.
+    pub preempt: Option<SimPreempt>,
 }
 
 /// Fair share weight of [`SimConfig::default`]; Fairway's predicted-work weight is twice it.
@@ -161,6 +166,7 @@ impl Default for SimConfig {
             half_life: 7 * 86_400,
             shares: Vec::new(),
             default_shares: 100,
+            preempt: None,
         }
     }
 }

@@ -89,24 +89,32 @@ pub fn water_fill(capacity: f64, weights: &[f64], demand: &[f64]) -> Vec<f64> {
 
 impl Metrics {
     /// Metrics of `outcomes` (in workload order) on a cluster of `total_gpus`.
-    pub fn compute(w: &Workload, outcomes: &[JobOutcome], total_gpus: u64, share_deviation: f64) -> Metrics {
+    /// `held_gpu_seconds` is what all runs held (preempted runs included), for utilisation.
+    pub fn compute(
+        w: &Workload,
+        outcomes: &[JobOutcome],
+        total_gpus: u64,
+        held_gpu_seconds: f64,
+        share_deviation: f64,
+    ) -> Metrics {
         let n = outcomes.len();
         let mut jct = Vec::with_capacity(n);
         let mut wait = Vec::with_capacity(n);
         let mut bsld = Vec::with_capacity(n);
         let mut per_user = vec![(0.0, 0usize); w.users.len()];
-        let mut used = 0.0;
         for (job, o) in w.jobs.iter().zip(outcomes) {
-            let run = (o.end - o.start) as f64;
             let wt = (o.start - job.submit) as f64;
-            jct.push((o.end - job.submit) as f64);
+            let c = (o.end - job.submit) as f64;
+            jct.push(c);
             wait.push(wt);
-            let b = ((wt + run) / run.max(SLOWDOWN_FLOOR_S)).max(1.0);
+            // JCT over the job's own run time: a preempted job's lost work and requeue
+            // count as waiting.
+            let b = (c / (job.runtime as f64).max(SLOWDOWN_FLOOR_S)).max(1.0);
             bsld.push(b);
             per_user[job.user].0 += b;
             per_user[job.user].1 += 1;
-            used += run * f64::from(job.gpus());
         }
+        let used = held_gpu_seconds;
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
         let (mean_jct, mean_wait, mean_bsld) = (mean(&jct), mean(&wait), mean(&bsld));
         let user_bsld: Vec<f64> = per_user.iter().filter(|(_, c)| *c > 0).map(|&(s, c)| s / c as f64).collect();

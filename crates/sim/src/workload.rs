@@ -82,6 +82,8 @@ pub struct SimJob {
     pub nodes: u32,
     /// GPUs on each node.
     pub per_node: u32,
+    /// QoS, for preemption.
+    pub qos: String,
 }
 
 impl SimJob {
@@ -207,6 +209,7 @@ impl Workload {
                 limit,
                 nodes,
                 per_node,
+                qos: j.qos.clone(),
             });
         }
         w.keys = keys.len();

@@ -2,6 +2,7 @@ use fairway_trace::synth::{generate, SynthConfig};
 use fairway_trace::{Job, JobState};
 
 use super::*;
+use crate::SimPreempt;
 
 #[allow(clippy::too_many_arguments)] // a table row of the hand-made traces
 fn job(id: &str, submit: i64, runtime: u64, limit: u64, gpus: u32, nodes: u32, user: &str, account: &str) -> Job {
@@ -361,4 +362,87 @@ fn placements_follow_a_synthetic_workload() {
     // NVSwitch: every set is connected; only sockets can differ.
     assert_eq!((p.topology.nvlink_split, p.first_free.nvlink_split), (0, 0));
     assert!(p.topology.socket_split <= p.multi_gpu && p.first_free.socket_split <= p.multi_gpu);
+}
+
+fn qos_job(id: &str, submit: i64, runtime: u64, gpus: u32, qos: &str) -> Job {
+    Job { qos: qos.into(), ..job(id, submit, runtime, 2 * runtime, gpus, 1, "u", "a") }
+}
+
+/// One node of 4 GPUs: N (normal, 1000 s) runs from 0; H (high, 100 s) arrives at 700,
+/// past N's minimum runtime, and takes the node by preemption.
+fn preempt_run(grace: u64, checkpoint_every: Option<u64>, pairs: &[(&str, &str)]) -> (SimResult, Vec<(i64, i64, u32)>) {
+    let trace = vec![qos_job("N", 0, 1000, 4, "normal"), qos_job("H", 700, 100, 4, "high")];
+    let cluster = Cluster::uniform(1, 4);
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let preempt = SimPreempt {
+        pairs: pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+        rules: fairway_core::preempt::PreemptConfig::default(),
+        grace,
+        checkpoint_every,
+    };
+    let cfg = SimConfig { preempt: Some(preempt), ..SimConfig::default() };
+    let r = Simulator::new(&w, &cluster, cfg).run(&mut |_| {});
+    let times = r.outcomes.iter().map(|o| (o.start, o.end, o.preempted)).collect();
+    (r, times)
+}
+
+#[test]
+fn a_high_qos_job_preempts_and_the_victim_resumes_from_what_it_saved() {
+    // Requeued at once, no checkpoint: N starts over at 800 and redoes 700 s on 4 GPUs.
+    let (r, t) = preempt_run(0, None, &[("high", "normal")]);
+    assert_eq!(t, [(0, 1800, 1), (700, 800, 0)]);
+    let p = r.preemption.unwrap();
+    assert_eq!((p.preemptions, p.jobs_preempted, p.lost_gpu_seconds, p.grace_gpu_seconds), (1, 1, 2800.0, 0.0));
+    // Periodic checkpoints every 300 s: it resumes from 600 and redoes 100 s.
+    let (r, t) = preempt_run(0, Some(300), &[("high", "normal")]);
+    assert_eq!(t, [(0, 1200, 1), (700, 800, 0)]);
+    assert_eq!(r.preemption.unwrap().lost_gpu_seconds, 400.0);
+    // preempt/fairway's grace: N checkpoints for 60 s, H starts at 760, N resumes at 860
+    // with its 300 s left; nothing lost, 240 GPU-seconds spent checkpointing.
+    let (r, t) = preempt_run(60, None, &[("high", "normal")]);
+    assert_eq!(t, [(0, 1160, 1), (760, 860, 0)]);
+    let p = r.preemption.unwrap();
+    assert_eq!((p.lost_gpu_seconds, p.grace_gpu_seconds), (0.0, 240.0));
+    // Utilisation counts what the runs held: 700 + 60 + 100 + 300 s on 4 GPUs over 1160 s.
+    assert!((r.metrics.utilisation - 1160.0 / 1160.0).abs() < 1e-9, "{}", r.metrics.utilisation);
+}
+
+#[test]
+fn only_the_qos_pairs_given_preempt() {
+    let (r, t) = preempt_run(0, None, &[("normal", "high")]);
+    assert_eq!(t, [(0, 1000, 0), (1000, 1100, 0)]);
+    assert_eq!(r.preemption.unwrap().preemptions, 0);
+}
+
+/// A synthetic workload with high QoS preempting normal: every job still ends once with
+/// its whole run time done, and the GPU-seconds held add up.
+#[test]
+fn preemption_over_a_synthetic_workload_keeps_every_job_whole() {
+    let trace = generate(&SynthConfig { jobs: 600, seed: 5, ..SynthConfig::default() });
+    let cluster = Cluster::uniform(3, 8);
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    for grace in [0, 120] {
+        let preempt = SimPreempt {
+            pairs: vec![("high".into(), "normal".into())],
+            rules: fairway_core::preempt::PreemptConfig { min_runtime: 0, ..Default::default() },
+            grace,
+            checkpoint_every: Some(1800),
+        };
+        let cfg = SimConfig { preempt: Some(preempt), ..SimConfig::default() };
+        let r = Simulator::new(&w, &cluster, cfg).run(&mut |_| {});
+        let p = r.preemption.unwrap();
+        assert!(p.preemptions > 0, "grace {grace}: no preemption on a loaded cluster");
+        for (j, o) in w.jobs.iter().zip(&r.outcomes) {
+            assert!(o.end - o.start >= j.runtime as i64, "{}: {o:?}", j.id);
+            assert!(o.preempted <= 3, "{}: preempted {} times, over max_preemptions", j.id, o.preempted);
+        }
+        let work: f64 = w.jobs.iter().map(|j| j.runtime as f64 * f64::from(j.gpus())).sum();
+        let span =
+            (r.outcomes.iter().map(|o| o.end).max().unwrap() - w.jobs.iter().map(|j| j.submit).min().unwrap()) as f64;
+        let held = r.metrics.utilisation * span * cluster.total_gpus() as f64;
+        assert!(
+            (held - (work + p.lost_gpu_seconds + p.grace_gpu_seconds)).abs() < 1.0,
+            "grace {grace}: {held} vs {work} + {p:?}"
+        );
+    }
 }
