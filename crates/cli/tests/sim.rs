@@ -60,3 +60,45 @@ fn refuses_without_a_workload_and_names_bad_policies() {
     assert_ne!(code, 0);
     assert!(err.contains("sjf-oracle"), "{err}");
 }
+
+fn topology_file(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/topology").join(name).display().to_string()
+}
+
+#[test]
+fn reports_placement_with_a_topology_and_preemption_costs() {
+    let topo = topology_file("pcie-a100-nvlink-pairs.toml");
+    let (code, out, err) = fairway(&[
+        "sim",
+        "--synth",
+        "--jobs",
+        "400",
+        "--nodes",
+        "4",
+        "--topology",
+        &topo,
+        "--preempt",
+        "high:normal",
+        "--grace",
+        "60",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(v["workload"]["gpus"], 16, "4 GPUs per node from the topology file");
+    assert!(r["multi_gpu_allocations"].as_u64().unwrap() > 0, "{r}");
+    for k in ["topology_nvlink_split", "first_free_nvlink_split", "topology_socket_split", "first_free_socket_split"] {
+        assert!((0.0..=1.0).contains(&r[k].as_f64().unwrap()), "{k}: {r}");
+    }
+    assert!(r["preemptions"].as_u64().unwrap() > 0, "a loaded 16-GPU cluster preempts: {r}");
+    assert_eq!(r["lost_gpu_hours"].as_f64(), Some(0.0), "with a grace nothing is redone: {r}");
+
+    // A node count the topology does not have, and a malformed pair: clear errors.
+    let (code, _, err) = fairway(&["sim", "--synth", "--gpus-per-node", "8", "--topology", &topo]);
+    assert_ne!(code, 0);
+    assert!(err.contains("node 0 has 8 GPUs but the topology has 4"), "{err}");
+    let (code, _, err) = fairway(&["sim", "--synth", "--preempt", "high"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("is not PREEMPTOR:VICTIM"), "{err}");
+}
