@@ -9,18 +9,11 @@
 # - Lublin's synthetic SWF log, when ../shared/data/traces holds it (not copied here).
 # - Fairway's synthetic AI workload (`fairway trace synth`), 10,000 jobs, seeds 101, 202
 #   and 303: workloads the model's settings were never looked at on.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
-cargo build --release -q -p fairway-cli
-F=target/release/fairway
-OUT=bench/results
+source "$(dirname "$0")/cli-env.sh"
 FIX=crates/trace/fixtures
 LUBLIN=../shared/data/traces/lublin_256.swf
-mkdir -p "$OUT"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 section() { # title, trace, format
     echo "## $1"

@@ -8,14 +8,7 @@
 # preemption; requeue with no checkpoint (a victim starts over); requeue resuming from
 # periodic checkpoints every 30 minutes; preempt/fairway's grace of 120 s in which the victim
 # writes a checkpoint it then resumes from.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
-cargo build --release -q -p fairway-cli
-F=target/release/fairway
-OUT=bench/results
-mkdir -p "$OUT"
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+source "$(dirname "$0")/cli-env.sh"
 {
     echo "# Simulator: preemption"
     echo

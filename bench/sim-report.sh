@@ -13,17 +13,10 @@
 # Every row runs FIFO, multifactor, Fairway and oracle SJF with EASY backfill and the
 # defaults of `fairway sim` (SimConfig::default in crates/sim); a second table per workload
 # shows Fairway without its starvation bound (--max-wait 0).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
-cargo build --release -q -p fairway-cli
-F=target/release/fairway
-OUT=bench/results
-mkdir -p "$OUT"
+source "$(dirname "$0")/cli-env.sh"
 ALL=fifo,multifactor,fairway,sjf-oracle
 OPENB=crates/trace/fixtures/openb_pod_list_default.csv
 NODES=bench/data/openb_node_list_gpu_node.csv
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 header() {
     echo "# $1"

@@ -8,14 +8,7 @@
 # connected worse than as many GPUs of an idle node (more GPU pairs without NVLink, or more
 # sockets): what the busy GPUs forced on the job. Run times do not depend on placement in the
 # simulator, so both placements see the same schedule.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
-cargo build --release -q -p fairway-cli
-F=target/release/fairway
-OUT=bench/results
-mkdir -p "$OUT"
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+source "$(dirname "$0")/cli-env.sh"
 {
     echo "# Simulator: GPU placement inside nodes"
     echo
