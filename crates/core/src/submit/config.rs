@@ -127,7 +127,8 @@ pub struct WarnSignal {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BindingRules {
-    /// `--gpu-bind` for GPU jobs that chose none (`closest`); empty = leave alone.
+    /// `--gpu-bind` for GPU jobs that chose none (`closest`), also put in a batch job's
+    /// environment as `SLURM_GPU_BIND` for its steps; empty = leave alone.
     pub gpu_bind: String,
     /// `--cpu-bind` for GPU jobs that chose none.
     pub cpu_bind: CpuBind,
