@@ -118,8 +118,8 @@ fn tasks_run_on_cores_local_to_their_gpus() {
     seen.sort_unstable();
     assert_eq!(seen, [0, 1], "each task one GPU of its own:\n{text}\n{}", c.log_tails());
 
-    // On the idle node a 1-task, 1-GPU job gets the first core and the GPU on its socket
-    // (GPU 1), not the first GPU: Slurm places GPUs by socket.
+    // On the idle node a 1-task, 1-GPU job gets a GPU on its core's socket (seen: core 0
+    // with GPU 1), not whatever GPU is first: Slurm places GPUs by socket.
     let script = "echo \"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES $(grep Cpus_allowed_list /proc/self/status)\"";
     let gpu_job =
         c.sbatch("fw_alice", &["-n", "1", "--gres=gpu:a100:1", "-o", "one.out", &format!("--wrap={script}")]).unwrap();

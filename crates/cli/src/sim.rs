@@ -258,6 +258,9 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
             grace: a.grace,
             checkpoint_every: a.checkpoint_every,
         });
+        if let Some(p) = &base.preempt {
+            p.validate().map_err(|e| anyhow::anyhow!("--preempt: {e}"))?;
+        }
     }
 
     let model = match &a.model {

@@ -152,8 +152,9 @@ impl JobDesc<'_> {
         }
         if before.step_gpu_bind != after.step_gpu_bind {
             if let Some(how) = &after.step_gpu_bind {
-                self.set_env_var(GPU_BIND_ENV, how);
-                changed.push("environment");
+                if self.set_env_var(GPU_BIND_ENV, how) {
+                    changed.push("environment");
+                }
             }
         }
         let d = &mut *self.0;
@@ -199,8 +200,9 @@ impl JobDesc<'_> {
     }
 
     /// Sets `name=value` in the batch job's environment, replacing an entry of that name
-    /// or growing the array (with Slurm's allocator: slurmctld frees it).
-    fn set_env_var(&mut self, name: &str, value: &str) {
+    /// or growing the array (with Slurm's allocator: slurmctld frees it); false when the
+    /// request has no environment to set it in.
+    fn set_env_var(&mut self, name: &str, value: &str) -> bool {
         let entry = format!("{name}={value}");
         let prefix = format!("{name}=");
         let at = self.env().iter().position(|&p| opt_str(p).is_some_and(|e| e.starts_with(&prefix)));
@@ -208,7 +210,11 @@ impl JobDesc<'_> {
         if let Some(i) = at {
             // SAFETY: `i < env_size`; the entry is xmalloc'ed (or NULL).
             unsafe { crate::string::replace_slurm_str(d.environment.add(i), &entry) };
-            return;
+            return true;
+        }
+        if d.environment.is_null() {
+            // No environment at all (not from sbatch): leave Slurm to refuse it as it does.
+            return false;
         }
         let n = d.env_size as usize;
         // SAFETY: a new array of n + 2 (NULL-terminated, as Slurm's unpacking sizes it) takes
@@ -216,15 +222,14 @@ impl JobDesc<'_> {
         // belong to the new one, is freed on its own.
         unsafe {
             let grown = crate::string::xcalloc::<*mut c_char>(n + 2, c"environment");
-            if n > 0 {
-                std::ptr::copy_nonoverlapping(d.environment, grown, n);
-            }
+            std::ptr::copy_nonoverlapping(d.environment, grown, n);
             *grown.add(n) = crate::string::SlurmString::new(&entry).into_raw();
             let mut old = d.environment.cast::<std::os::raw::c_void>();
             slurm_sys::libslurmfull::slurm_xfree(&mut old);
             d.environment = grown;
         }
         d.env_size += 1;
+        true
     }
 }
 

@@ -45,6 +45,13 @@ pub struct SimResult {
     pub preemption: Option<PreemptStats>,
 }
 
+/// A preemption whose victims are in their grace.
+struct Round {
+    preemptor: usize,
+    target: Vec<(u32, u32)>,
+    victims: Vec<usize>,
+}
+
 /// The reservation of EASY backfill for the first job that does not fit.
 struct Reservation {
     /// When the job will start at the latest (by the running jobs' limits).
@@ -107,8 +114,8 @@ pub struct Simulator<'a> {
     /// Victims to requeue, by time.
     releases: BinaryHeap<Reverse<(i64, usize)>>,
     in_grace: usize,
-    /// The preemptor of the round in progress.
-    round: Option<usize>,
+    /// The round in progress: its preemptor, the nodes and GPUs it will take, its victims.
+    round: Option<Round>,
     preempted: Vec<u32>,
     preempt_stats: PreemptStats,
     /// GPU-seconds held by all runs, for utilisation.
@@ -315,8 +322,8 @@ impl<'a> Simulator<'a> {
                 }
             }
             if self.in_grace == 0 {
-                if let Some(p) = self.round.take() {
-                    self.start_preemptor(p, now);
+                if let Some(r) = self.round.take() {
+                    self.start_preemptor(r.preemptor, now);
                 }
             }
             while next_arrival < n && jobs[next_arrival].submit == now {
@@ -415,6 +422,8 @@ impl<'a> Simulator<'a> {
         self.preempt_stats.grace_gpu_seconds += (now - chosen) as f64 * gpus;
         self.remaining[j] -= saved;
         self.stop_run(j, now);
+        self.preempt_stats.preemptions += 1;
+        self.preempt_stats.jobs_preempted += u64::from(self.preempted[j] == 0);
         self.preempted[j] += 1;
         self.arrive(j, now);
     }
@@ -468,12 +477,13 @@ impl<'a> Simulator<'a> {
                 break;
             }
         }
-        if victims.is_empty() || choose(&avail, None, job.nodes, job.per_node).is_none() {
+        let Some(target) = choose(&avail, None, job.nodes, job.per_node) else { return false };
+        // As Slurm's select plugin: only the jobs on the nodes the preemptor gets.
+        victims.retain(|&v| self.alloc[v].iter().any(|&(n, _)| target.iter().any(|&(t, _)| t == n)));
+        if victims.is_empty() {
             return false;
         }
         let grace = self.cfg.preempt.as_ref().map_or(0, |p| p.grace);
-        self.preempt_stats.preemptions += victims.len() as u64;
-        self.preempt_stats.jobs_preempted += victims.iter().filter(|&&v| self.preempted[v] == 0).count() as u64;
         for &v in &victims {
             if grace == 0 {
                 self.requeue(v, now);
@@ -485,9 +495,32 @@ impl<'a> Simulator<'a> {
             }
         }
         if grace > 0 {
-            self.round = Some(j);
+            self.round = Some(Round { preemptor: j, target, victims });
         }
         true
+    }
+
+    /// While a round's victims checkpoint, the GPUs its preemptor counted on beyond theirs
+    /// are kept from other jobs: per node, what job `j` may take (`None`: no limit).
+    fn round_cap(&self, j: usize) -> Option<Vec<u32>> {
+        let r = self.round.as_ref()?;
+        if r.preemptor == j || self.run_end[r.preemptor].is_some() {
+            return None;
+        }
+        let mut cap = self.free.clone();
+        for &(node, need) in &r.target {
+            let coming: u32 = r
+                .victims
+                .iter()
+                .filter(|&&v| self.grace[v].is_some())
+                .flat_map(|&v| self.alloc[v].iter())
+                .filter(|&&(n, _)| n == node)
+                .map(|&(_, g)| g)
+                .sum();
+            let i = node as usize;
+            cap[i] = cap[i].saturating_sub(need.saturating_sub(coming));
+        }
+        Some(cap)
     }
 
     fn begin(&mut self, j: usize, now: i64, alloc: Vec<(u32, u32)>) {
@@ -597,7 +630,8 @@ impl<'a> Simulator<'a> {
             match &mut resv {
                 None => {
                     if gpus <= self.total_free {
-                        if let Some(a) = choose(&self.free, None, nodes, per_node) {
+                        let rc = self.round_cap(j);
+                        if let Some(a) = choose(&self.free, rc.as_deref(), nodes, per_node) {
                             self.begin(j, now, a);
                             continue;
                         }
@@ -624,7 +658,17 @@ impl<'a> Simulator<'a> {
                         keep.push(j);
                         continue;
                     }
-                    let cap = if long { Some(&r.cap_long[..]) } else { None };
+                    let rc = self.round_cap(j);
+                    let both: Option<Vec<u32>> = match (&rc, long) {
+                        (Some(c), true) => Some(c.iter().zip(&r.cap_long).map(|(a, b)| *a.min(b)).collect()),
+                        _ => None,
+                    };
+                    let cap = match (&both, &rc, long) {
+                        (Some(b), _, _) => Some(&b[..]),
+                        (None, _, true) => Some(&r.cap_long[..]),
+                        (None, Some(c), false) => Some(&c[..]),
+                        (None, None, false) => None,
+                    };
                     match choose(&self.free, cap, nodes, per_node) {
                         Some(a) => {
                             for &(node, g) in &a {

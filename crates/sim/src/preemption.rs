@@ -1,15 +1,17 @@
 //! QoS preemption with requeue, as `preempt/fairway` (or `preempt/qos` with
 //! `PreemptMode=REQUEUE`) does it.
 //!
-//! - **Who**: a pending job of a QoS whose `Preempt=` list names another QoS
-//!   ([`SimPreempt::pairs`]) may preempt running jobs of that QoS when it does not fit. As
-//!   in Slurm's scheduler, this is tried for each such job in priority order that cannot
-//!   start, one round at a time: while victims are in their grace, no new ones are taken.
+//! - **Who**: in each scheduling pass, the first job in priority order that does not fit
+//!   may preempt, if its QoS's `Preempt=` list names another QoS ([`SimPreempt::pairs`]);
+//!   one round at a time: while victims are in their grace, no new ones are taken. QoS
+//!   priority is not simulated, so a preemptor must reach the head of the queue first.
 //! - **Which**: candidates in `PREEMPT_DATA_PRIO` order
 //!   ([`fairway_core::preempt::preempt_prio`]: unprotected first, then lower priority, then
-//!   less work lost), taken from the front until the preemptor's shape fits, as Slurm's
-//!   select plugin walks the list the plugin sorted. A job preempted `max_preemptions` times
-//!   is not a candidate; one within `min_runtime` of its start is taken last.
+//!   less work lost) are added from the front until the preemptor's shape fits; then, as
+//!   Slurm's select plugin does, only those on the nodes it gets are preempted. A job
+//!   preempted `max_preemptions` times is not a candidate; one within `min_runtime` of its
+//!   start is taken last. While the victims checkpoint, the free GPUs the preemptor counted
+//!   on are kept from other jobs.
 //! - **Grace** ([`SimPreempt::grace`]): with preempt/fairway a victim is signalled, keeps its
 //!   GPUs that long to write a checkpoint, and resumes from it when it runs again. Without
 //!   grace it is requeued at once and resumes from its last periodic checkpoint
@@ -39,6 +41,34 @@ pub struct SimPreempt {
 }
 
 impl SimPreempt {
+    /// Refuses pairs under which jobs could preempt each other round and round: a QoS
+    /// preempting itself, or a cycle (`a:b` with `b:a`, or longer).
+    pub fn validate(&self) -> Result<(), String> {
+        for (p, v) in &self.pairs {
+            if p == v {
+                return Err(format!("QoS {p} cannot preempt itself"));
+            }
+        }
+        // Depth-first from each QoS: a cycle returns to where it started.
+        for (start, _) in &self.pairs {
+            let mut stack = vec![start.as_str()];
+            let mut seen = std::collections::BTreeSet::new();
+            while let Some(q) = stack.pop() {
+                for (p, v) in &self.pairs {
+                    if p == q {
+                        if v == start {
+                            return Err(format!("QoS {start} can be preempted by a QoS it preempts (a cycle)"));
+                        }
+                        if seen.insert(v.as_str()) {
+                            stack.push(v);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a job of QoS `preemptor` may preempt one of QoS `victim`.
     pub fn may_preempt(&self, preemptor: &str, victim: &str) -> bool {
         self.pairs.iter().any(|(p, v)| p == preemptor && v == victim)

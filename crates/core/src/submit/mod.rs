@@ -78,7 +78,8 @@ pub struct JobRequest {
     /// `--gpu-bind` as `gpu:<how>`.
     pub tres_bind: Option<String>,
     /// `SLURM_GPU_BIND` in a batch job's environment: the `--gpu-bind` its `srun` steps
-    /// start with. Slurm does not pass the job's own `--gpu-bind` on to its steps.
+    /// start with (sbatch exports the user's `--gpu-bind` there; a `tres_bind` set in
+    /// slurmctld never reaches the steps otherwise).
     pub step_gpu_bind: Option<String>,
     /// `--cpu-bind`, when the user chose one (or the rules did).
     pub cpu_bind: Option<CpuBind>,

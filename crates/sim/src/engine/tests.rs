@@ -446,3 +446,42 @@ fn preemption_over_a_synthetic_workload_keeps_every_job_whole() {
         );
     }
 }
+
+/// Two nodes of 4 GPUs. Node 0: A (normal, 1 GPU, cheap to preempt) and C (QoS `other`,
+/// 3 GPUs, not preemptable); node 1: B (normal, 4 GPUs). H (high, 4 GPUs) at 700 walks A
+/// then B and fits on node 1: only B, on the node it gets, is preempted, as in Slurm.
+#[test]
+fn only_victims_on_the_preemptors_nodes_are_preempted() {
+    let trace = vec![
+        qos_job("A", 0, 1000, 1, "normal"),
+        qos_job("C", 0, 1000, 3, "other"),
+        qos_job("B", 0, 1000, 4, "normal"),
+        qos_job("H", 700, 100, 4, "high"),
+    ];
+    let cluster = Cluster::uniform(2, 4);
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let preempt = SimPreempt {
+        pairs: vec![("high".into(), "normal".into())],
+        rules: fairway_core::preempt::PreemptConfig::default(),
+        grace: 0,
+        checkpoint_every: None,
+    };
+    let r = Simulator::new(&w, &cluster, SimConfig { preempt: Some(preempt), ..SimConfig::default() }).run(&mut |_| {});
+    let preempted: Vec<(&str, u32)> =
+        w.jobs.iter().zip(&r.outcomes).map(|(j, o)| (j.id.as_str(), o.preempted)).collect();
+    assert_eq!(preempted, [("A", 0), ("C", 0), ("B", 1), ("H", 0)]);
+    assert_eq!(r.preemption.unwrap().preemptions, 1);
+}
+
+#[test]
+fn qos_pairs_that_could_preempt_round_and_round_are_refused() {
+    let p = |pairs: &[(&str, &str)]| SimPreempt {
+        pairs: pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+        rules: fairway_core::preempt::PreemptConfig::default(),
+        grace: 0,
+        checkpoint_every: None,
+    };
+    assert!(p(&[("high", "normal"), ("normal", "scavenger")]).validate().is_ok());
+    assert!(p(&[("high", "high")]).validate().unwrap_err().contains("cannot preempt itself"));
+    assert!(p(&[("a", "b"), ("b", "c"), ("c", "a")]).validate().unwrap_err().contains("a cycle"));
+}
