@@ -158,9 +158,7 @@ fn main() {
             .allowlist_function("assoc_mgr_lock|assoc_mgr_unlock|slurm_with_slurmdbd|dump_assoc_mgr_state")
             .allowlist_function("assoc_mgr_normalize_assoc_shares|slurmdb_destroy_assoc_usage")
             .allowlist_function("site_factor_plugin_init|site_factor_plugin_fini|site_factor_g_.*")
-            .allowlist_function(
-                "list_iterator_create|list_next|list_iterator_destroy|list_count|list_create|list_append|list_destroy",
-            )
+            .allowlist_function("list_for_each_ro|list_count|list_create|list_append|list_destroy")
             .allowlist_function("slurm_copy_priority_factors_object|slurm_destroy_priority_factors_object")
             .allowlist_function("slurm_copy_priority_factors|slurm_destroy_priority_factors|xsize")
             .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata")

@@ -147,12 +147,28 @@ impl Ctld {
             part: sys::READ_LOCK,
             fed: sys::NO_LOCK,
         };
+        /// Releases the locks on every way out, a panic of `f` included (the thread's
+        /// guard logs it; slurmctld must not be left with its job lock held).
+        struct Unlock<'a>(&'a Ctld, sys::slurmctld_lock_t);
+        impl Drop for Unlock<'_> {
+            fn drop(&mut self) {
+                // SAFETY: releases what `with_job_write` took.
+                unsafe { (self.0.unlock)(self.1) };
+            }
+        }
         // SAFETY: taken and released in order; slurmctld locks before assoc_mgr's.
         unsafe { (self.lock)(l) };
-        let r = f();
-        // SAFETY: releases what was taken above.
-        unsafe { (self.unlock)(l) };
-        r
+        let _unlock = Unlock(self, l);
+        f()
+    }
+
+    /// Marks the job list as updated (`last_job_update`) when a pass changed a priority,
+    /// as multifactor does per job; once per pass is the same to its readers.
+    fn touch_jobs(&self, changed: bool) {
+        if changed {
+            // SAFETY: slurmctld's `time_t last_job_update`; the caller holds the job write lock.
+            unsafe { *self.last_job_update = now() };
+        }
     }
 
     fn for_each_job(&self, mut f: impl FnMut(*mut sys::job_record_t)) {
@@ -168,14 +184,19 @@ fn assoc_lock(assoc: u32, qos: u32, tres: u32) -> sys::assoc_mgr_lock_t {
     sys::assoc_mgr_lock_t { assoc, qos, tres, ..Default::default() }
 }
 
-/// Runs `f` under the given assoc_mgr locks.
-fn with_assoc_mgr<R>(mut l: sys::assoc_mgr_lock_t, f: impl FnOnce() -> R) -> R {
-    // SAFETY: paired lock/unlock of assoc_mgr's locks.
-    unsafe { sys::assoc_mgr_lock(&mut l) };
-    let r = f();
-    // SAFETY: as above.
-    unsafe { sys::assoc_mgr_unlock(&mut l) };
-    r
+/// Runs `f` under the given assoc_mgr locks, released however `f` ends.
+fn with_assoc_mgr<R>(l: sys::assoc_mgr_lock_t, f: impl FnOnce() -> R) -> R {
+    struct Unlock(sys::assoc_mgr_lock_t);
+    impl Drop for Unlock {
+        fn drop(&mut self) {
+            // SAFETY: releases what `with_assoc_mgr` took.
+            unsafe { sys::assoc_mgr_unlock(&mut self.0) };
+        }
+    }
+    let mut held = Unlock(l);
+    // SAFETY: paired with the unlock in `Unlock::drop`.
+    unsafe { sys::assoc_mgr_lock(&mut held.0) };
+    f()
 }
 
 fn now() -> i64 {
@@ -297,11 +318,13 @@ pub fn recover(recompute: Recompute) {
     let knobs = Knobs::read();
     let start = now();
     ctld.with_job_write(|| {
+        let mut changed = false;
         ctld.for_each_job(|j| {
             if decay_apply_new_usage(&ctld, knobs, j, LAST_RAN.load(Ordering::Relaxed), start) {
-                apply_weighted(&ctld, knobs, j, start, recompute);
+                changed |= apply_weighted(knobs, j, start, recompute);
             }
-        })
+        });
+        ctld.touch_jobs(changed);
     });
 }
 
@@ -421,28 +444,39 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
             });
             if !knobs.fair_tree() {
                 ctld.with_job_write(|| {
+                    let mut changed = false;
                     ctld.for_each_job(|j| {
                         if decay_apply_new_usage(ctld, knobs, j, last_ran, start) {
-                            apply_weighted(ctld, knobs, j, start, recompute);
+                            changed |= apply_weighted(knobs, j, start, recompute);
                         }
-                    })
+                    });
+                    ctld.touch_jobs(changed);
                 });
             }
         }
         if knobs.fair_tree() {
+            // One job write lock over usage, Fair Tree and priorities (multifactor takes it
+            // twice): no job can come or go in between, so priorities are set over the job
+            // pointers the first walk collected instead of a second walk of the list.
             ctld.with_job_write(|| {
+                let mut jobs = Vec::new();
                 ctld.for_each_job(|j| {
                     decay_apply_new_usage(ctld, knobs, j, last_ran, start);
-                })
+                    jobs.push(j);
+                });
+                with_assoc_mgr(assoc_lock(sys::WRITE_LOCK, sys::NO_LOCK, sys::NO_LOCK), || {
+                    let (mut tree, ptrs) = snapshot();
+                    // SAFETY: plain read of assoc_mgr's user association count (lock held).
+                    let users = unsafe { std::ptr::addr_of!(sys::g_user_assoc_count).read() };
+                    tree.fair_tree(users);
+                    write_back(&tree, &ptrs, true);
+                });
+                let mut changed = false;
+                for j in jobs {
+                    changed |= apply_weighted(knobs, j, start, recompute);
+                }
+                ctld.touch_jobs(changed);
             });
-            with_assoc_mgr(assoc_lock(sys::WRITE_LOCK, sys::NO_LOCK, sys::NO_LOCK), || {
-                let (mut tree, ptrs) = snapshot();
-                // SAFETY: plain read of assoc_mgr's user association count (lock held).
-                let users = unsafe { std::ptr::addr_of!(sys::g_user_assoc_count).read() };
-                tree.fair_tree(users);
-                write_back(&tree, &ptrs, true);
-            });
-            ctld.with_job_write(|| ctld.for_each_job(|j| apply_weighted(ctld, knobs, j, start, recompute)));
         }
         last_ran = start;
         LAST_RAN.store(last_ran, Ordering::Relaxed);
@@ -724,22 +758,22 @@ fn decay_apply_new_usage(ctld: &Ctld, k: Knobs, j: *mut sys::job_record_t, last_
     true
 }
 
-/// `decay_apply_weighted_factors` (job write lock held).
-fn apply_weighted(ctld: &Ctld, k: Knobs, j: *mut sys::job_record_t, start: i64, recompute: Recompute) {
+/// `decay_apply_weighted_factors` (job write lock held): whether the priority changed.
+fn apply_weighted(k: Knobs, j: *mut sys::job_record_t, start: i64, recompute: Recompute) -> bool {
     // SAFETY: a job of job_list under the job write lock.
-    let Some(mut job) = (unsafe { JobRecord::from_ptr(j) }) else { return };
+    let Some(mut job) = (unsafe { JobRecord::from_ptr(j) }) else { return false };
     let raw = job.raw();
     if raw.priority == 0 || raw.job_state & sys::JOB_POWER_UP_NODE != 0 || (!is_pending(raw) && !k.calculate_running())
     {
-        return;
+        return false;
     }
     let old = raw.priority;
-    if let Some(new) = recompute(&mut job, start) {
-        if !k.incr_only() || old < new {
+    match recompute(&mut job, start) {
+        Some(new) if !k.incr_only() || old < new => {
             job.raw_mut().priority = new;
-            // SAFETY: slurmctld's `time_t last_job_update`, job write lock held.
-            unsafe { *ctld.last_job_update = now() };
+            true
         }
+        _ => false,
     }
 }
 
