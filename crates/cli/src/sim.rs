@@ -82,6 +82,13 @@ pub struct SimArgs {
     /// Train it on other jobs than those simulated, or the simulation sees the future.
     #[arg(long)]
     model: Option<PathBuf>,
+    /// QoS priorities, as sacctmgr's `Priority=`: `NAME=PRIORITY` pairs, comma-separated
+    /// (the synthetic workload has QoS `high` and `normal`); weighted by --weight-qos.
+    #[arg(long, value_delimiter = ',', value_parser = parse_qos_priority, requires = "weight_qos")]
+    qos_priority: Vec<(String, u32)>,
+    /// PriorityWeightQOS.
+    #[arg(long, default_value_t = 0)]
+    weight_qos: u32,
     /// Fairway's max_wait (starvation bound), seconds; 0 turns it off.
     #[arg(long, default_value_t = 2 * 86_400)]
     max_wait: u64,
@@ -184,6 +191,14 @@ fn parse_pair(s: &str) -> Result<(String, String), String> {
     }
 }
 
+fn parse_qos_priority(s: &str) -> Result<(String, u32), String> {
+    let bad = || format!("`{s}` is not NAME=PRIORITY with PRIORITY from 0 to 4294967295 (e.g. high=1000)");
+    match s.split_once('=') {
+        Some((q, p)) if !q.trim().is_empty() => Ok((q.trim().into(), p.trim().parse().map_err(|_| bad())?)),
+        _ => Err(bad()),
+    }
+}
+
 /// Runs `fairway sim`.
 pub fn sim(a: SimArgs) -> anyhow::Result<()> {
     let (trace, source) = match (&a.trace, a.format, a.synth) {
@@ -243,6 +258,8 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         half_life: a.half_life,
         ..SimConfig::default()
     };
+    base.weights.qos = a.weight_qos;
+    base.qos_priority = a.qos_priority.clone();
     if let Some(w) = a.weight_predicted_work {
         base.fairway.weight_predicted_work = w;
     }

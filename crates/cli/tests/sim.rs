@@ -102,3 +102,26 @@ fn reports_placement_with_a_topology_and_preemption_costs() {
     assert_ne!(code, 0);
     assert!(err.contains("is not PREEMPTOR:VICTIM"), "{err}");
 }
+
+#[test]
+fn qos_priorities_reorder_the_queue_and_bad_ones_are_refused() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["sim", "--synth", "--jobs", "400", "--nodes", "2", "--policy", "multifactor", "--json"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = fairway(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["results"][0]["mean_wait"].as_f64().unwrap()
+    };
+    // On a loaded cluster, putting a tenth of the jobs (QoS high) first changes the waits.
+    let plain = run(&[]);
+    let with_qos = run(&["--qos-priority", "high=1000,normal=0", "--weight-qos", "100000"]);
+    assert_ne!(plain, with_qos, "QoS priorities changed nothing");
+
+    let (code, _, err) = fairway(&["sim", "--synth", "--qos-priority", "high=urgent", "--weight-qos", "1"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("`high=urgent` is not NAME=PRIORITY"), "{err}");
+    let (code, _, err) = fairway(&["sim", "--synth", "--qos-priority", "high=1000"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--weight-qos"), "{err}");
+}

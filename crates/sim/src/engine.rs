@@ -120,6 +120,9 @@ pub struct Simulator<'a> {
     preempt_stats: PreemptStats,
     /// GPU-seconds held by all runs, for utilisation.
     held_gpu_seconds: f64,
+    /// Per job: its QoS's priority and that over the highest QoS priority (Slurm's
+    /// `norm_priority`).
+    qos: Vec<(u32, f64)>,
 }
 
 impl<'a> Simulator<'a> {
@@ -132,6 +135,7 @@ impl<'a> Simulator<'a> {
             .map(|a| cfg.shares.iter().find(|(name, _)| name == a).map_or(cfg.default_shares, |(_, s)| *s))
             .collect();
         let (tree, assoc_node) = build_tree(workload, &shares);
+        let qos = job_qos(workload, &cfg.qos_priority);
         Simulator {
             w: workload,
             total_gpus: cluster.total_gpus(),
@@ -173,6 +177,7 @@ impl<'a> Simulator<'a> {
             preempted: vec![0; n],
             preempt_stats: PreemptStats::default(),
             held_gpu_seconds: 0.0,
+            qos,
             cfg,
         }
     }
@@ -194,10 +199,12 @@ impl<'a> Simulator<'a> {
 
     /// Multifactor's input for pending job `j` at `now`: the translation of a simulated job
     /// into what `priority/multifactor` reads. GPUs stand in for CPUs (the job-size factor
-    /// is GPUs and nodes over the cluster's); one partition, no QOS, no association priority,
-    /// no nice; the age counts from submission (jobs are eligible at once).
+    /// is GPUs and nodes over the cluster's); one partition, the QOS priorities of
+    /// [`SimConfig::qos_priority`], no association priority, no nice; the age counts from
+    /// submission (jobs are eligible at once).
     pub fn job_input(&self, j: usize, now: i64) -> JobInput {
         let job = &self.w.jobs[j];
+        let (qos_priority, qos_norm_priority) = self.qos[j];
         JobInput {
             now,
             accrue_time: job.submit,
@@ -213,6 +220,8 @@ impl<'a> Simulator<'a> {
             part_priority_job_factor: 1,
             part_norm_priority: 1.0,
             has_assoc: true,
+            qos_priority,
+            qos_norm_priority,
             site_factor: NICE_OFFSET,
             nice: NICE_OFFSET,
             ..JobInput::default()
@@ -811,3 +820,16 @@ fn build_tree(w: &Workload, shares: &[u32]) -> (AssocTree, Vec<usize>) {
 
 #[cfg(test)]
 mod tests;
+
+/// Each job's QoS priority and its normalised value (priority over the highest of all
+/// QoS, as assoc_mgr sets `norm_priority`).
+fn job_qos(w: &Workload, priorities: &[(String, u32)]) -> Vec<(u32, f64)> {
+    let max = priorities.iter().map(|&(_, p)| p).max().unwrap_or(0);
+    w.jobs
+        .iter()
+        .map(|j| {
+            let p = priorities.iter().find(|(q, _)| *q == j.qos).map_or(0, |&(_, p)| p);
+            (p, if max == 0 { 0.0 } else { f64::from(p) / f64::from(max) })
+        })
+        .collect()
+}

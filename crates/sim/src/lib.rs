@@ -135,6 +135,9 @@ pub struct SimConfig {
     pub default_shares: u32,
     /// QoS preemption with requeue ([`preemption`]); `None`: no preemption.
     pub preempt: Option<SimPreempt>,
+    /// Each QoS's `Priority=` (sacctmgr), weighted by `weights.qos`; a QoS not listed has
+    /// priority 0. As Slurm, a job's QOS factor is its QoS's priority over the highest.
+    pub qos_priority: Vec<(String, u32)>,
 }
 
 /// Fair share weight of [`SimConfig::default`]; Fairway's predicted-work weight is twice it.
@@ -167,6 +170,7 @@ impl Default for SimConfig {
             shares: Vec::new(),
             default_shares: 100,
             preempt: None,
+            qos_priority: Vec::new(),
         }
     }
 }

@@ -485,3 +485,49 @@ fn qos_pairs_that_could_preempt_round_and_round_are_refused() {
     assert!(p(&[("high", "high")]).validate().unwrap_err().contains("cannot preempt itself"));
     assert!(p(&[("a", "b"), ("b", "c"), ("c", "a")]).validate().unwrap_err().contains("a cycle"));
 }
+
+#[test]
+fn qos_priority_weighs_in_as_multifactor_weighs_it() {
+    // One node of 8 GPUs, held by `busy`; then, in submit order, a normal, a high and an
+    // unlisted QoS job. With QoS priorities high=1000, normal=250 the queue is high, normal,
+    // other; without them, submit order (the older job ages first).
+    let cluster = Cluster::uniform(1, 8);
+    let mut trace = vec![
+        job("busy", 0, 3600, 3600, 8, 1, "u", "a"),
+        job("n", 10, 60, 600, 8, 1, "u", "a"),
+        job("h", 20, 60, 600, 8, 1, "u", "a"),
+        job("o", 30, 60, 600, 8, 1, "u", "a"),
+    ];
+    for (j, q) in trace.iter_mut().zip(["normal", "normal", "high", "scavenger"]) {
+        j.qos = q.into();
+    }
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let order = |qos_priority: Vec<(String, u32)>| {
+        let mut cfg = SimConfig { policy: Policy::Multifactor, qos_priority, ..SimConfig::default() };
+        cfg.weights.qos = 10_000;
+        let weights = cfg.weights.clone();
+        let mut sim = Simulator::new(&w, &cluster, cfg);
+        sim.arrive(0, 0);
+        sim.tick(0);
+        sim.schedule(0);
+        assert_eq!(sim.start[0], Some(0));
+        for j in 1..4 {
+            sim.arrive(j, w.jobs[j].submit);
+        }
+        sim.tick(100);
+        sim.schedule(100);
+        let inputs: Vec<JobInput> = (1..4).map(|j| sim.job_input(j, 100)).collect();
+        for (j, input) in (1..4).zip(&inputs) {
+            let expected = multifactor::priority(&weights, &multifactor::factors(&weights, input));
+            assert_eq!(sim.priority(j, 100), Some(expected));
+        }
+        let ids: Vec<&str> = sim.pending.iter().map(|&j| w.jobs[j].id.as_str()).collect();
+        (ids.join(","), inputs.iter().map(|i| (i.qos_priority, i.qos_norm_priority)).collect::<Vec<_>>())
+    };
+    let (ids, qos) = order(vec![("high".into(), 1000), ("normal".into(), 250)]);
+    assert_eq!(ids, "h,n,o");
+    assert_eq!(qos, vec![(250, 0.25), (1000, 1.0), (0, 0.0)]);
+    let (ids, qos) = order(Vec::new());
+    assert_eq!(ids, "n,h,o");
+    assert_eq!(qos, vec![(0, 0.0); 3]);
+}
