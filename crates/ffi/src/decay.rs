@@ -171,6 +171,13 @@ impl Ctld {
         }
     }
 
+    /// The jobs of slurmctld's job list (job lock held; valid while it stays held).
+    fn jobs(&self) -> Vec<*mut sys::job_record_t> {
+        let mut v = Vec::new();
+        self.for_each_job(|j| v.push(j));
+        v
+    }
+
     fn for_each_job(&self, mut f: impl FnMut(*mut sys::job_record_t)) {
         // SAFETY: job_list is slurmctld's job list; the caller holds the job lock.
         let list = unsafe { *self.job_list };
@@ -445,7 +452,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
             if !knobs.fair_tree() {
                 ctld.with_job_write(|| {
                     let mut changed = false;
-                    ctld.for_each_job(|j| {
+                    walk_prefetched(&ctld.jobs(), true, |j| {
                         if decay_apply_new_usage(ctld, knobs, j, last_ran, start) {
                             changed |= apply_weighted(knobs, j, start, recompute);
                         }
@@ -456,13 +463,12 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
         }
         if knobs.fair_tree() {
             // One job write lock over usage, Fair Tree and priorities (multifactor takes it
-            // twice): no job can come or go in between, so priorities are set over the job
-            // pointers the first walk collected instead of a second walk of the list.
+            // twice): no job can come or go in between, so both passes go over the job
+            // pointers collected once.
             ctld.with_job_write(|| {
-                let mut jobs = Vec::new();
-                ctld.for_each_job(|j| {
+                let jobs = ctld.jobs();
+                walk_prefetched(&jobs, false, |j| {
                     decay_apply_new_usage(ctld, knobs, j, last_ran, start);
-                    jobs.push(j);
                 });
                 with_assoc_mgr(assoc_lock(sys::WRITE_LOCK, sys::NO_LOCK, sys::NO_LOCK), || {
                     let (mut tree, ptrs) = snapshot();
@@ -472,9 +478,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
                     write_back(&tree, &ptrs, true);
                 });
                 let mut changed = false;
-                for j in jobs {
-                    changed |= apply_weighted(knobs, j, start, recompute);
-                }
+                walk_prefetched(&jobs, true, |j| changed |= apply_weighted(knobs, j, start, recompute));
                 ctld.touch_jobs(changed);
             });
         }
@@ -756,6 +760,85 @@ fn decay_apply_new_usage(ctld: &Ctld, k: Knobs, j: *mut sys::job_record_t, last_
         apply_new_usage(ctld, k, job, last_ran, start, false);
     }
     true
+}
+
+/// How many jobs ahead the priority walk prefetches. Each job's priority reads a few
+/// scattered cache lines of its record, details and factors; 50,000 records do not fit in
+/// cache, so without prefetching the walk mostly waits on memory.
+const PREFETCH_AHEAD: usize = 8;
+
+/// Calls `f` on each job (job write lock held), prefetching the records of the jobs
+/// [`PREFETCH_AHEAD`] (and twice that) further on: what usage accrual reads, and with
+/// `priority` also what a priority reads.
+fn walk_prefetched(jobs: &[*mut sys::job_record_t], priority: bool, mut f: impl FnMut(*mut sys::job_record_t)) {
+    for (i, &j) in jobs.iter().enumerate() {
+        if let Some(&ahead) = jobs.get(i + 2 * PREFETCH_AHEAD) {
+            if priority {
+                prefetch_job(ahead);
+            } else {
+                prefetch_job_usage(ahead);
+            }
+        }
+        if let Some(&ahead) = jobs.get(i + PREFETCH_AHEAD).filter(|_| priority) {
+            prefetch_job_parts(ahead);
+        }
+        f(j);
+    }
+}
+
+/// Prefetches what usage accrual reads of every job: its state (and, for the few running
+/// jobs, the rest follows on demand).
+fn prefetch_job_usage(j: *mut sys::job_record_t) {
+    // SAFETY: a field address of a live job record (no read happens).
+    unsafe { prefetch(std::ptr::addr_of!((*j).job_state)) };
+}
+
+/// Asks the CPU to bring `p`'s cache line in; a hint, with no effect on results.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and reads nothing the program sees.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Prefetches the fields of a job record that its priority reads (job write lock held).
+fn prefetch_job(j: *mut sys::job_record_t) {
+    // SAFETY: field addresses of a live job record (no read happens).
+    unsafe {
+        prefetch(std::ptr::addr_of!((*j).job_state));
+        prefetch(std::ptr::addr_of!((*j).priority));
+        prefetch(std::ptr::addr_of!((*j).details));
+        prefetch(std::ptr::addr_of!((*j).prio_factors));
+        prefetch(std::ptr::addr_of!((*j).assoc_ptr));
+        prefetch(std::ptr::addr_of!((*j).part_ptr));
+        prefetch(std::ptr::addr_of!((*j).qos_ptr));
+        prefetch(std::ptr::addr_of!((*j).time_limit));
+        prefetch(std::ptr::addr_of!((*j).total_cpus));
+        prefetch(std::ptr::addr_of!((*j).site_factor));
+    }
+}
+
+/// Prefetches what a job record points to that its priority reads: details and the
+/// factors object (the record itself was prefetched earlier).
+fn prefetch_job_parts(j: *mut sys::job_record_t) {
+    // SAFETY: a live job record under the job write lock; its pointers are NULL or live.
+    unsafe {
+        let d = (*j).details;
+        if !d.is_null() {
+            prefetch(std::ptr::addr_of!((*d).accrue_time));
+            prefetch(std::ptr::addr_of!((*d).min_cpus));
+            prefetch(std::ptr::addr_of!((*d).min_nodes));
+            prefetch(std::ptr::addr_of!((*d).nice));
+        }
+        let f = (*j).prio_factors;
+        if !f.is_null() {
+            prefetch(f);
+        }
+    }
 }
 
 /// `decay_apply_weighted_factors` (job write lock held): whether the priority changed.
