@@ -7,7 +7,9 @@
 //! Each round submits the same mix of AI jobs (Fairway directives in --comment, GPU
 //! requests) to each cluster in turn, in a rotating order, through libslurm's API
 //! (`fairway-submit --ai`) and then with one `sbatch` process per job. Queues are
-//! emptied between rounds. The rule set is config/fairway.gpu-cluster.toml.
+//! emptied between rounds. The rule set is config/fairway.gpu-cluster.toml. Beside the
+//! rates it reports slurmctld's CPU time per API submission (/proc/PID/stat), and so what
+//! each plugin itself costs over none.
 #![forbid(unsafe_code)]
 
 use std::time::Instant;
@@ -37,6 +39,16 @@ fn spec(plugin: &str) -> ClusterSpec {
     }
 }
 
+/// slurmctld's CPU time so far, seconds: user + system of all its threads, the RPC
+/// threads that have already exited included (/proc/PID/stat).
+fn ctld_cpu_secs(c: &Cluster) -> Result<f64> {
+    let pid = c.daemon_pid("slurmctld").context("slurmctld pid")?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let f: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, r)| r).split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
+    Ok(ticks / rustix::param::clock_ticks_per_second() as f64)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -53,13 +65,17 @@ fn main() -> Result<()> {
     let clusters: Vec<Cluster> = CONFIGS.iter().map(|p| Cluster::start(&spec(p))).collect::<Result<_>>()?;
     let mut api: Vec<Vec<f64>> = vec![Vec::new(); 3];
     let mut sbatch: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    // Summed over rounds: the clock ticks (10 ms) are coarse for one round.
+    let mut ctld_cpu = [0.0f64; 3];
     for round in 0..rounds {
         for k in 0..3 {
             let i = (round as usize + k) % 3;
             let c = &clusters[i];
             let t = Instant::now();
+            let cpu = ctld_cpu_secs(c)?;
             let out = c.run_as("fw_alice", exe.to_str().unwrap(), &[&jobs.to_string(), "2", "--ai"])?;
             let secs = t.elapsed().as_secs_f64();
+            ctld_cpu[i] += ctld_cpu_secs(c)? - cpu;
             if !out.ok() || out.stdout.trim() != jobs.to_string() {
                 bail!("{}: fairway-submit accepted {} of {jobs}: {out:?}\n{}", CONFIGS[i], out.stdout, c.log_tails());
             }
@@ -99,6 +115,17 @@ fn main() -> Result<()> {
         println!("{name:<10} {:>12.0} {:>12.1} {:>13.2}x {:>13.2}x", api[i], sb[i], api[i] / api[0], sb[i] / sb[0]);
     }
     println!("fairway vs lua: {:.2}x (API), {:.2}x (sbatch)", api[1] / api[2], sb[1] / sb[2]);
+    // Throughput is bound by the RPC round trip and munge; slurmctld's CPU per job shows
+    // what each plugin itself adds.
+    let us: Vec<f64> = ctld_cpu.iter().map(|s| s * 1e6 / f64::from(jobs * rounds)).collect();
+    println!("\nslurmctld CPU per API submission ({} jobs each)", jobs * rounds);
+    println!("{:<10} {:>10} {:>16}", "plugin", "CPU us/job", "plugin's own us");
+    for (i, name) in CONFIGS.iter().enumerate() {
+        println!("{name:<10} {:>10.0} {:>16.0}", us[i], us[i] - us[0]);
+    }
+    if us[1] > us[0] {
+        println!("lua's own cost / fairway's own cost: {:.1}x", (us[2] - us[0]) / (us[1] - us[0]));
+    }
     for c in clusters {
         c.stop()?;
     }
