@@ -14,8 +14,12 @@ pub struct TopoArgs {
     #[arg(long)]
     file: Option<PathBuf>,
     /// Print gres.conf lines instead of the matrix.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "toml")]
     gres_conf: bool,
+    /// Print the topology as a Fairway topology file, e.g. to describe a real node to an
+    /// emulated cluster or to slurmd where NVML cannot answer.
+    #[arg(long)]
+    toml: bool,
     /// Which gres.conf: `autodetect` = exactly what AutoDetect=nvml detects (safe beside
     /// it); `static` = short Type and every NVLink lane, NVSwitch included, for AutoDetect=off;
     /// `fairway` = what Fairway's gpu/nvml plugin reports (NVML's Type, every lane).
@@ -38,7 +42,9 @@ pub fn topo(args: TopoArgs) -> anyhow::Result<()> {
              (examples in config/topology/)",
         )?,
     };
-    if args.gres_conf {
+    if args.toml {
+        print!("{}", topo.to_toml());
+    } else if args.gres_conf {
         let style = match args.style {
             Style::Autodetect => GresStyle::Autodetect,
             Style::Static => GresStyle::Static,

@@ -95,3 +95,29 @@ fn without_file_or_nvml_the_message_names_file() {
         assert!(stderr.contains("NVML is not available"), "{stderr}");
     }
 }
+
+#[test]
+fn toml_describes_the_node_as_a_topology_file() {
+    // Every shipped node, MIG instances included, prints as a file that reads back equal
+    // and shows the same matrix.
+    for f in ["dgx-h100.toml", "pcie-a100-nvlink-pairs.toml", "a100-pcie-mig.toml", "pcie-l40s.toml"] {
+        let file = format!("config/topology/{f}");
+        let (code, toml, stderr) = fairway(&["topo", "--file", &file, "--toml"]);
+        assert_eq!(code, 0, "{stderr}");
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join(f);
+        std::fs::write(&copy, &toml).unwrap();
+        let copy = copy.to_str().unwrap();
+        assert_eq!(fairway(&["topo", "--file", copy]).1, fairway(&["topo", "--file", &file]).1, "{f}:\n{toml}");
+        for style in ["autodetect", "fairway"] {
+            assert_eq!(
+                fairway(&["topo", "--file", copy, "--gres-conf", "--style", style]).1,
+                fairway(&["topo", "--file", &file, "--gres-conf", "--style", style]).1,
+                "{f}"
+            );
+        }
+    }
+    let (code, _, stderr) = fairway(&["topo", "--toml", "--gres-conf"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}

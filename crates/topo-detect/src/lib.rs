@@ -1,6 +1,6 @@
 //! The node's GPU topology read at run time, as a [`fairway_core::topology::Topology`]: the
-//! same type a topology file gives, so the CLI, the simulator and a future slurmd gpu
-//! plugin all work from one description.
+//! same type a topology file gives, so the CLI, the simulator and slurmd's gpu plugin
+//! (`plugins/gpu/nvml`) all work from one description.
 //!
 //! - GPUs and NVLink come from NVML through `nvml-wrapper`, which `dlopen`s
 //!   `libnvidia-ml.so.1` at run time: nothing from CUDA is needed to build, and a node
@@ -9,15 +9,19 @@
 //!   ([`sysfs`]), turned into Slurm's abstract core ids the way `xcpuinfo_mac_to_abs`
 //!   does: cores numbered socket by socket, in the order of their `core_id`.
 //!
+//! A GPU in MIG mode is reported as its instances ([`mig`]), as Slurm's `gpu/nvml` does.
+//!
 //! NVLink lanes are counted as Slurm's `gpu/nvml` counts them (active lanes, grouped by
 //! the PCI bus id at their far end). Lanes whose far end is not a GPU of this node are
 //! taken to be NVSwitch lanes: if every GPU has some, the node is recorded as NVSwitch
 //! all-to-all with the smallest such count per GPU, which is what `nvidia-smi topo -m`
 //! shows (`NV18` on DGX H100). Other non-GPU ends (IBM NPU bridges on POWER9) would be
 //! misread as a switch; Fairway does not support those.
-#![forbid(unsafe_code)]
+// Two NVML calls (MIG instance ids) have no safe wrapper; `mig` allows them, nothing else.
+#![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod mig;
 pub mod sysfs;
 
 use std::path::Path;
@@ -47,6 +51,29 @@ pub enum DetectError {
     /// NVML found no GPU, or more than Fairway handles.
     #[error("NVML reports {0} GPUs; Fairway handles 1 to {MAX_GPUS}")]
     GpuCount(u32),
+    /// A GPU in MIG mode has no instances, so none of it can be given to a job.
+    #[error(
+        "GPU {0} is in MIG mode but has no MIG instances: create instances (nvidia-smi mig -cgi ... -C) or \
+         disable MIG mode"
+    )]
+    MigWithoutInstances(u32),
+    /// The driver's list of MIG capability minors could not be read.
+    #[error("cannot read {path} (MIG capability devices): {source}")]
+    MigMinors {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The driver's list has no capability minor for an instance NVML reports.
+    #[error("{path} has no `{key}`")]
+    MigMinorMissing {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The entry looked for.
+        key: String,
+    },
     /// sysfs could not be read or made no sense.
     #[error(transparent)]
     Sysfs(#[from] sysfs::SysfsError),
@@ -98,6 +125,12 @@ pub fn detect_with(sys: &Path) -> Result<Topology, DetectError> {
             }
         }
         let numa = layout.numa_of_pci(sys, &bus)?;
+        let minor = d.minor_number().map_err(q(i, "minor number"))?;
+        let mig = if mig::is_mig(&d).map_err(q(i, "MIG mode"))? {
+            mig::instances(&nvml, &d, i, minor, Path::new(mig::MIG_MINORS))?
+        } else {
+            Vec::new()
+        };
         gpus.push(Gpu {
             index: i as usize,
             type_name: short_type(&name),
@@ -105,10 +138,10 @@ pub fn detect_with(sys: &Path) -> Result<Topology, DetectError> {
             memory_mib: d.memory_info().map_err(q(i, "memory"))?.total / (1024 * 1024),
             pci_bus_id: bus.clone(),
             uuid: d.uuid().map_err(q(i, "UUID"))?,
-            minor: d.minor_number().map_err(q(i, "minor number"))?,
+            minor,
             numa,
             cores: layout.local_cores_of_pci(sys, &bus)?,
-            mig: Vec::new(),
+            mig,
         });
     }
     let nvlink = if switch.iter().all(|&s| s > 0) {
