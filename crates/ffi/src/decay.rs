@@ -31,8 +31,12 @@ extern "C" {
     fn fairway_add_long_double(p: *mut c_void, v: f64);
 }
 
-/// Recomputes a pending job's priority at a given time (the plugin's `priority`).
-pub type Recompute = fn(&mut JobRecord<'_>, i64) -> Option<u32>;
+/// A job's priority at a given time, from the plugin (`None`: no plugin instance).
+pub type Evaluate<'a> = dyn FnMut(&mut JobRecord<'_>, i64) -> Option<u32> + 'a;
+
+/// Runs its argument with the plugin's evaluator of priorities, set up once for a whole
+/// walk of the job list rather than per job (the plugin's `priority_pass`).
+pub type Recompute = fn(&mut dyn FnMut(&mut Evaluate<'_>));
 
 /// Called after each pass with no locks held (the plugin's periodic work).
 pub type AfterPass = fn();
@@ -326,10 +330,12 @@ pub fn recover(recompute: Recompute) {
     let start = now();
     ctld.with_job_write(|| {
         let mut changed = false;
-        ctld.for_each_job(|j| {
-            if decay_apply_new_usage(&ctld, knobs, j, LAST_RAN.load(Ordering::Relaxed), start) {
-                changed |= apply_weighted(knobs, j, start, recompute);
-            }
+        recompute(&mut |eval| {
+            ctld.for_each_job(|j| {
+                if decay_apply_new_usage(&ctld, knobs, j, LAST_RAN.load(Ordering::Relaxed), start) {
+                    changed |= apply_weighted(knobs, j, start, eval);
+                }
+            })
         });
         ctld.touch_jobs(changed);
     });
@@ -452,10 +458,14 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
             if !knobs.fair_tree() {
                 ctld.with_job_write(|| {
                     let mut changed = false;
-                    walk_prefetched(&ctld.jobs(), true, |j| {
-                        if decay_apply_new_usage(ctld, knobs, j, last_ran, start) {
-                            changed |= apply_weighted(knobs, j, start, recompute);
-                        }
+                    let jobs = ctld.jobs();
+                    // No assoc_mgr lock across this walk: usage accrual takes the write lock.
+                    recompute(&mut |eval| {
+                        walk_prefetched(&jobs, true, |j| {
+                            if decay_apply_new_usage(ctld, knobs, j, last_ran, start) {
+                                changed |= apply_weighted(knobs, j, start, eval);
+                            }
+                        })
                     });
                     ctld.touch_jobs(changed);
                 });
@@ -477,8 +487,14 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
                     tree.fair_tree(users);
                     write_back(&tree, &ptrs, true);
                 });
+                // assoc_mgr's association and QOS read locks once over the walk rather
+                // than per job (multifactor's way): about a tenth of a pass.
                 let mut changed = false;
-                walk_prefetched(&jobs, true, |j| changed |= apply_weighted(knobs, j, start, recompute));
+                recompute(&mut |eval| {
+                    crate::multifactor::with_assoc_read(|| {
+                        walk_prefetched(&jobs, true, |j| changed |= apply_weighted(knobs, j, start, eval))
+                    })
+                });
                 ctld.touch_jobs(changed);
             });
         }
@@ -830,19 +846,25 @@ fn prefetch_job_parts(j: *mut sys::job_record_t) {
         let d = (*j).details;
         if !d.is_null() {
             prefetch(std::ptr::addr_of!((*d).accrue_time));
+            prefetch(std::ptr::addr_of!((*d).max_cpus));
             prefetch(std::ptr::addr_of!((*d).min_cpus));
             prefetch(std::ptr::addr_of!((*d).min_nodes));
             prefetch(std::ptr::addr_of!((*d).nice));
         }
+        // The factors object spans three cache lines (136 bytes), all rewritten.
         let f = (*j).prio_factors;
         if !f.is_null() {
-            prefetch(f);
+            let bytes = f.cast::<u8>();
+            for off in (0..std::mem::size_of::<sys::priority_factors_object_t>()).step_by(64) {
+                prefetch(bytes.add(off));
+            }
+            prefetch(bytes.add(std::mem::size_of::<sys::priority_factors_object_t>() - 1));
         }
     }
 }
 
 /// `decay_apply_weighted_factors` (job write lock held): whether the priority changed.
-fn apply_weighted(k: Knobs, j: *mut sys::job_record_t, start: i64, recompute: Recompute) -> bool {
+fn apply_weighted(k: Knobs, j: *mut sys::job_record_t, start: i64, eval: &mut Evaluate<'_>) -> bool {
     // SAFETY: a job of job_list under the job write lock.
     let Some(mut job) = (unsafe { JobRecord::from_ptr(j) }) else { return false };
     let raw = job.raw();
@@ -851,7 +873,7 @@ fn apply_weighted(k: Knobs, j: *mut sys::job_record_t, start: i64, recompute: Re
         return false;
     }
     let old = raw.priority;
-    match recompute(&mut job, start) {
+    match eval(&mut job, start) {
         Some(new) if !k.incr_only() || old < new => {
             job.raw_mut().priority = new;
             true

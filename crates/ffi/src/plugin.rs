@@ -182,6 +182,10 @@ pub unsafe fn run_job_submit<P: JobSubmit>(
     }
 }
 
+/// A job's priority at a given time, as [`Priority::priority`] gives it.
+#[cfg(feature = "internal")]
+pub type PriorityOf<'a> = dyn FnMut(&mut JobRecord<'_>, i64) -> u32 + 'a;
+
 /// The operations of a priority plugin (`PriorityType=priority/...`).
 ///
 /// The FFI layer runs the decay thread (usage decay, fair share, periodic
@@ -194,6 +198,12 @@ pub trait Priority: Sized + Send + Sync + 'static {
 
     /// The job's priority at `now` (job write lock held). Never 0 for a runnable job.
     fn priority(&self, job: &mut JobRecord<'_>, now: i64) -> u32;
+
+    /// Runs `walk` with an evaluator of [`Priority::priority`] for a whole pass over the
+    /// job list (job write lock held): override to take per-pass state once, not per job.
+    fn priority_pass(&self, walk: &mut dyn FnMut(&mut PriorityOf<'_>)) {
+        walk(&mut |job, now| self.priority(job, now))
+    }
 
     /// `scontrol reconfigure`; `assoc_clear` means association usage was reset.
     fn reconfig(&self, _assoc_clear: bool) {}
@@ -430,8 +440,8 @@ macro_rules! priority_plugin {
 
         $crate::__priority_factors!();
 
-        fn fairway_recompute(job: &mut $crate::job::JobRecord<'_>, now: i64) -> Option<u32> {
-            FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::priority(p, job, now))
+        fn fairway_recompute(walk: &mut dyn FnMut(&mut $crate::decay::Evaluate<'_>)) {
+            $crate::plugin::recompute_with(&FAIRWAY_PLUGIN, walk)
         }
 
         fn fairway_after_pass() {
@@ -646,6 +656,23 @@ pub fn start_decay(recompute: crate::decay::Recompute, after_pass: crate::decay:
     let mut d = DECAY.lock().unwrap_or_else(|e| e.into_inner());
     if d.is_none() {
         *d = crate::decay::start(recompute, after_pass);
+    }
+}
+
+/// The decay thread's [`crate::decay::Recompute`] for plugin `P`: one evaluator over the
+/// whole walk ([`Priority::priority_pass`]), holding the instance once; without an
+/// instance the walk still runs (usage accrues) and leaves priorities alone.
+#[cfg(feature = "internal")]
+#[doc(hidden)]
+pub fn recompute_with<P: Priority>(slot: &Slot<P>, walk: &mut dyn FnMut(&mut crate::decay::Evaluate<'_>)) {
+    let mut walk = Some(walk);
+    slot.with(|p| {
+        if let Some(w) = walk.take() {
+            p.priority_pass(&mut |eval| w(&mut |job, now| Some(eval(job, now))));
+        }
+    });
+    if let Some(w) = walk {
+        w(&mut |_, _| None);
     }
 }
 

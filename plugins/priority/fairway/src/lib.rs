@@ -18,7 +18,7 @@ use std::sync::RwLock;
 
 use fairway_core::{fairshare, multifactor, terms, Config};
 use fairway_ffi::job::JobRecord;
-use fairway_ffi::plugin::Priority;
+use fairway_ffi::plugin::{Priority, PriorityOf};
 use fairway_ffi::terms::TermsState;
 
 use multifactor::flags::{FAIR_TREE, INCR_ONLY};
@@ -46,37 +46,13 @@ impl FairwayPriority {
     fn knobs(&self) -> std::sync::RwLockReadGuard<'_, SlurmKnobs> {
         self.conf.read().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-impl Priority for FairwayPriority {
-    fn init(config: Config, in_slurmctld: bool) -> Result<Self, String> {
-        if in_slurmctld {
-            fairway_ffi::conf::log_findings(&config);
-        }
-        Ok(Self { conf: RwLock::new(SlurmKnobs::read()), terms: TermsState::load(&config, in_slurmctld) })
-    }
-
-    fn reconfig(&self, _assoc_clear: bool) {
-        let new = SlurmKnobs::read();
-        let mut conf = self.conf.write().unwrap_or_else(|e| e.into_inner());
-        // Fair Tree normalises shares per level, classic down the tree: switching
-        // algorithms needs the shares recomputed, as multifactor does.
-        if (conf.weights.flags ^ new.weights.flags) & FAIR_TREE != 0 && fairway_ffi::sym::in_slurmctld() {
-            fairway_ffi::decay::renormalize_shares();
-        }
-        *conf = new;
-        drop(conf);
-        if fairway_ffi::sym::in_slurmctld() {
-            self.terms.reconfigure();
-        }
-    }
-
-    fn priority(&self, job: &mut JobRecord<'_>, now: i64) -> u32 {
+    /// The job's priority with slurm.conf's knobs as read (job write lock held).
+    fn priority_with(&self, knobs: &SlurmKnobs, job: &mut JobRecord<'_>, now: i64) -> u32 {
         if job.direct_set_prio() && job.priority() > 0 {
             job.clear_priority_factors();
             return job.priority();
         }
-        let knobs = self.knobs();
         let tres_cnt = knobs.weights.tres.len();
         let input = job.multifactor_input(now, tres_cnt, |u, s| fairshare::classic_factor(u, s, knobs.damping));
         let mut factors = multifactor::factors(&knobs.weights, &input);
@@ -104,6 +80,39 @@ impl Priority for FairwayPriority {
         job.set_priority_array(&per_pair, knobs.weights.flags & INCR_ONLY != 0);
         tracing::debug!(job_id = job.job_id(), prio, "priority set");
         prio
+    }
+}
+
+impl Priority for FairwayPriority {
+    fn init(config: Config, in_slurmctld: bool) -> Result<Self, String> {
+        if in_slurmctld {
+            fairway_ffi::conf::log_findings(&config);
+        }
+        Ok(Self { conf: RwLock::new(SlurmKnobs::read()), terms: TermsState::load(&config, in_slurmctld) })
+    }
+
+    fn reconfig(&self, _assoc_clear: bool) {
+        let new = SlurmKnobs::read();
+        let mut conf = self.conf.write().unwrap_or_else(|e| e.into_inner());
+        // Fair Tree normalises shares per level, classic down the tree: switching
+        // algorithms needs the shares recomputed, as multifactor does.
+        if (conf.weights.flags ^ new.weights.flags) & FAIR_TREE != 0 && fairway_ffi::sym::in_slurmctld() {
+            fairway_ffi::decay::renormalize_shares();
+        }
+        *conf = new;
+        drop(conf);
+        if fairway_ffi::sym::in_slurmctld() {
+            self.terms.reconfigure();
+        }
+    }
+
+    fn priority(&self, job: &mut JobRecord<'_>, now: i64) -> u32 {
+        self.priority_with(&self.knobs(), job, now)
+    }
+
+    fn priority_pass(&self, walk: &mut dyn FnMut(&mut PriorityOf<'_>)) {
+        let knobs = self.knobs();
+        walk(&mut |job, now| self.priority_with(&knobs, job, now))
     }
 
     fn calc_fs_factor(&self, usage_efctv: f64, shares_norm: f64) -> f64 {
