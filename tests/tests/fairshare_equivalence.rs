@@ -60,7 +60,10 @@ fn sshare(c: &Cluster) -> Vec<Row> {
 /// returns `sshare -l`.
 fn run(spec: ClusterSpec) -> Vec<Row> {
     let c = Cluster::start(&spec).expect("cluster starts");
-    let jobs: Vec<u32> = WORK.iter().map(|(u, a)| c.sbatch(u, a).expect("sbatch")).collect();
+    let jobs: Vec<u32> = WORK
+        .iter()
+        .map(|(u, a)| c.sbatch(u, a).unwrap_or_else(|e| panic!("sbatch as {u}: {e}\n{}", c.log_tails())))
+        .collect();
     for j in jobs {
         c.wait_job(j, &["COMPLETED"], Duration::from_secs(90)).unwrap();
     }

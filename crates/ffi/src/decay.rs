@@ -177,8 +177,30 @@ impl Ctld {
 
     /// The jobs of slurmctld's job list (job lock held; valid while it stays held).
     fn jobs(&self) -> Vec<*mut sys::job_record_t> {
-        let mut v = Vec::new();
-        self.for_each_job(|j| v.push(j));
+        self.jobs_with(|_| {})
+    }
+
+    /// [`Ctld::jobs`], running `f` on each job [`PREFETCH_AHEAD`] jobs behind the walk
+    /// of the list. The list is a pointer chase, one cache miss per node; a job's state,
+    /// prefetched when its node is reached, arrives while the walk waits on later nodes,
+    /// so `f` (usage accrual: mostly a look at the state) costs little on top.
+    fn jobs_with(&self, mut f: impl FnMut(*mut sys::job_record_t)) -> Vec<*mut sys::job_record_t> {
+        // SAFETY: job_list is slurmctld's job list; the caller holds the job lock.
+        let list = unsafe { *self.job_list };
+        // SAFETY: as above (list_count takes the list's own lock).
+        let count = if list.is_null() { 0 } else { unsafe { sys::list_count(list) }.max(0) as usize };
+        let mut v = Vec::with_capacity(count);
+        for_each(list, |p| {
+            let j = p.cast();
+            prefetch_job_usage(j);
+            v.push(j);
+            if let Some(behind) = v.len().checked_sub(PREFETCH_AHEAD + 1) {
+                f(v[behind]);
+            }
+        });
+        for &j in &v[v.len().saturating_sub(PREFETCH_AHEAD)..] {
+            f(j);
+        }
         v
     }
 
@@ -461,7 +483,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
                     let jobs = ctld.jobs();
                     // No assoc_mgr lock across this walk: usage accrual takes the write lock.
                     recompute(&mut |eval| {
-                        walk_prefetched(&jobs, true, |j| {
+                        walk_prefetched(&jobs, |j| {
                             if decay_apply_new_usage(ctld, knobs, j, last_ran, start) {
                                 changed |= apply_weighted(knobs, j, start, eval);
                             }
@@ -476,8 +498,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
             // twice): no job can come or go in between, so both passes go over the job
             // pointers collected once.
             ctld.with_job_write(|| {
-                let jobs = ctld.jobs();
-                walk_prefetched(&jobs, false, |j| {
+                let jobs = ctld.jobs_with(|j| {
                     decay_apply_new_usage(ctld, knobs, j, last_ran, start);
                 });
                 with_assoc_mgr(assoc_lock(sys::WRITE_LOCK, sys::NO_LOCK, sys::NO_LOCK), || {
@@ -492,7 +513,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
                 let mut changed = false;
                 recompute(&mut |eval| {
                     crate::multifactor::with_assoc_read(|| {
-                        walk_prefetched(&jobs, true, |j| changed |= apply_weighted(knobs, j, start, eval))
+                        walk_prefetched(&jobs, |j| changed |= apply_weighted(knobs, j, start, eval))
                     })
                 });
                 ctld.touch_jobs(changed);
@@ -783,19 +804,14 @@ fn decay_apply_new_usage(ctld: &Ctld, k: Knobs, j: *mut sys::job_record_t, last_
 /// cache, so without prefetching the walk mostly waits on memory.
 const PREFETCH_AHEAD: usize = 8;
 
-/// Calls `f` on each job (job write lock held), prefetching the records of the jobs
-/// [`PREFETCH_AHEAD`] (and twice that) further on: what usage accrual reads, and with
-/// `priority` also what a priority reads.
-fn walk_prefetched(jobs: &[*mut sys::job_record_t], priority: bool, mut f: impl FnMut(*mut sys::job_record_t)) {
+/// Calls `f` on each job (job write lock held), prefetching what a priority reads of the
+/// jobs [`PREFETCH_AHEAD`] (and twice that) further on.
+fn walk_prefetched(jobs: &[*mut sys::job_record_t], mut f: impl FnMut(*mut sys::job_record_t)) {
     for (i, &j) in jobs.iter().enumerate() {
         if let Some(&ahead) = jobs.get(i + 2 * PREFETCH_AHEAD) {
-            if priority {
-                prefetch_job(ahead);
-            } else {
-                prefetch_job_usage(ahead);
-            }
+            prefetch_job(ahead);
         }
-        if let Some(&ahead) = jobs.get(i + PREFETCH_AHEAD).filter(|_| priority) {
+        if let Some(&ahead) = jobs.get(i + PREFETCH_AHEAD) {
             prefetch_job_parts(ahead);
         }
         f(j);
