@@ -17,8 +17,8 @@
 //! all-to-all with the smallest such count per GPU, which is what `nvidia-smi topo -m`
 //! shows (`NV18` on DGX H100). Other non-GPU ends (IBM NPU bridges on POWER9) would be
 //! misread as a switch; Fairway does not support those.
-// Two NVML calls (MIG instance ids) have no safe wrapper; `mig` allows them, nothing else.
-#![deny(unsafe_code)]
+// The NVML calls nvml-wrapper lacks are wrapped in fairway-ffi, with Fairway's other unsafe code.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod mig;
@@ -127,7 +127,7 @@ pub fn detect_with(sys: &Path) -> Result<Topology, DetectError> {
         let numa = layout.numa_of_pci(sys, &bus)?;
         let minor = d.minor_number().map_err(q(i, "minor number"))?;
         let mig = if mig::is_mig(&d).map_err(q(i, "MIG mode"))? {
-            mig::instances(&nvml, &d, i, minor, Path::new(mig::MIG_MINORS))?
+            mig::instances(&d, i, minor, Path::new(mig::MIG_MINORS))?
         } else {
             Vec::new()
         };

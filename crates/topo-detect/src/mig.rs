@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use fairway_core::topology::MigInstance;
-use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
-use nvml_wrapper::{Device, Nvml};
+use fairway_ffi::nvml::{compute_instance_id, gpu_instance_id};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Device;
 
 use crate::DetectError;
 
@@ -47,7 +48,6 @@ pub(crate) fn is_mig(d: &Device) -> Result<bool, NvmlError> {
 /// The MIG instances of GPU `index` (NVML index, `minor` its device minor), which is in
 /// MIG mode. Instance indexes start at 0 and are contiguous, as Slurm assumes.
 pub(crate) fn instances(
-    nvml: &Nvml,
     d: &Device,
     index: u32,
     minor: u32,
@@ -71,8 +71,8 @@ pub(crate) fn instances(
     let minors = parse_mig_minors(&text);
     let mut out = Vec::with_capacity(handles.len());
     for m in &handles {
-        let gi = instance_id(nvml, m, Id::Gpu).map_err(q("MIG GPU instance id"))?;
-        let ci = instance_id(nvml, m, Id::Compute).map_err(q("MIG compute instance id"))?;
+        let gi = gpu_instance_id(m).map_err(q("MIG GPU instance id"))?;
+        let ci = compute_instance_id(m).map_err(q("MIG compute instance id"))?;
         let lookup = |key: String| {
             minors
                 .get(&key)
@@ -88,27 +88,6 @@ pub(crate) fn instances(
         });
     }
     Ok(out)
-}
-
-enum Id {
-    Gpu,
-    Compute,
-}
-
-/// A MIG device's GPU or compute instance id. nvml-wrapper has no safe call for these.
-#[allow(unsafe_code)]
-fn instance_id(nvml: &Nvml, mig: &Device, which: Id) -> Result<u32, NvmlError> {
-    let lib = nvml.lib();
-    let sym = match which {
-        Id::Gpu => nvml_sym(lib.nvmlDeviceGetGpuInstanceId.as_ref())?,
-        Id::Compute => nvml_sym(lib.nvmlDeviceGetComputeInstanceId.as_ref())?,
-    };
-    let mut id = 0;
-    // SAFETY: the handle comes from NVML's own nvmlDeviceGetMigDeviceHandleByIndex and
-    // outlives this call (it borrows `nvml`, still initialised); NVML writes one
-    // unsigned int to `id`.
-    nvml_try(unsafe { sym(mig.handle(), &mut id) })?;
-    Ok(id)
 }
 
 #[cfg(test)]
