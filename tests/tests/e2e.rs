@@ -4,8 +4,10 @@
 //! changes and node loss. Run by `make e2e [SLURM=22.05|24.11|26.05]`, which brings the
 //! cluster up and sets FAIRWAY_E2E; ignored by a plain `cargo test`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use fairway_core::hostlist::Hostlist;
 use fairway_core::topology::select::{choose, score};
 use fairway_core::topology::{CoreSet, GresStyle, Topology};
 use fairway_tests::{DockerCluster, Slurm};
@@ -86,6 +88,134 @@ fn a_two_node_gang_starts_on_both_dgx_nodes_and_oversized_jobs_wait_whole() {
     c.wait_job(small, &["COMPLETED"], Duration::from_secs(60)).unwrap();
     c.cmd("scancel", &[&gang.to_string()]).unwrap();
     c.wait_job(waiting, &["RUNNING", "COMPLETED"], Duration::from_secs(60)).unwrap();
+    cancel_all(&c);
+}
+
+/// The GPUs each node of a running job holds, from `scontrol show job -d`, whose lines
+/// group nodes that hold the same (`Nodes=c[1-2] CPU_IDs=0-15 Mem=0 GRES=gpu:h100:8(IDX:0-7)`).
+fn gpus_per_node(c: &DockerCluster, job: u32) -> BTreeMap<String, Vec<u32>> {
+    let d = c.cmd("scontrol", &["show", "job", "-d", &job.to_string()]).unwrap().stdout;
+    let mut held = BTreeMap::new();
+    for line in d.lines().filter(|l| l.trim_start().starts_with("Nodes=")) {
+        let nodes: Hostlist = field(line, "Nodes").parse().unwrap_or_else(|e| panic!("{e}: {line}"));
+        let idx = line.split("IDX:").nth(1).and_then(|s| s.split(')').next()).unwrap_or("");
+        let gpus: Vec<u32> = if idx.is_empty() {
+            Vec::new()
+        } else {
+            idx.parse::<CoreSet>().unwrap_or_else(|e| panic!("{e:?}: {line}")).iter().collect()
+        };
+        for n in nodes.hosts() {
+            held.insert(n.clone(), gpus.clone());
+        }
+    }
+    held
+}
+
+/// What each rank of the job's `srun -l` step printed (`0: NODE=c1 STEP_GPUS=0,1`), as
+/// node → the GPU lists its ranks saw.
+fn ranks_saw(c: &DockerCluster, job: u32, ranks: usize) -> BTreeMap<String, Vec<String>> {
+    let out = format!("/shared/jobs/slurm-{job}.out");
+    c.wait_for("every rank reported", Duration::from_secs(60), || {
+        Ok(lines(c, &out).iter().filter(|l| l.contains("NODE=")).count() >= ranks)
+    })
+    .unwrap_or_else(|e| panic!("{e:#}\n{:?}", lines(c, &out)));
+    let mut saw: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for l in lines(c, &out).iter().filter(|l| l.contains("NODE=")) {
+        saw.entry(field(l, "NODE")).or_default().push(field(l, "STEP_GPUS"));
+    }
+    saw
+}
+
+/// job_submit/fairway's gang rules on nodes that run the jobs: the shapes it fills in or
+/// suggests start with the same GPUs on every node (an NVLink pair where the domain is a
+/// pair), and the shapes it refuses, at submission or by `scontrol update`, never run.
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn gang_shapes_from_the_rules_run_with_the_same_gpus_on_every_node() {
+    let c = cluster();
+    cancel_all(&c);
+    let report = "srun -l bash -c 'echo NODE=$(hostname) STEP_GPUS=$SLURM_STEP_GPUS'; sleep 300";
+    let submit = |user: &str, args: &[&str]| {
+        let mut all = vec!["--parsable", "-t", "10"];
+        all.extend_from_slice(args);
+        let wrap = format!("--wrap={report}");
+        all.push(&wrap);
+        let out = c.run_as(user, "sbatch", &all).unwrap();
+        let id = out.stdout.trim().parse::<u32>().ok();
+        (id, out.stderr)
+    };
+    let every = |nodes: &[&str], gpus: &[u32]| -> BTreeMap<String, Vec<u32>> {
+        nodes.iter().map(|n| (n.to_string(), gpus.to_vec())).collect()
+    };
+    let all_h100: Vec<u32> = (0..8).collect();
+
+    // A model and no GPUs: the plugin sizes the job as two whole DGX nodes.
+    let (id, err) = submit("fw_carol", &["--comment=fairway: model=70b method=full precision=bf16"]);
+    let filled = id.unwrap_or_else(|| panic!("{err}"));
+    assert!(err.contains("fairway: 70B full fine-tune in bf16 needs about 1.12 TB"), "{err}");
+    assert!(err.contains("set --nodes=2 --gpus-per-node=h100:8"), "{err}");
+    c.wait_job(filled, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    assert_eq!(gpus_per_node(&c, filled), every(&["c1", "c2"], &all_h100), "{}", show(&c, filled));
+    let saw = ranks_saw(&c, filled, 2);
+    assert_eq!(
+        saw,
+        [("c1", "0,1,2,3,4,5,6,7"), ("c2", "0,1,2,3,4,5,6,7")]
+            .into_iter()
+            .map(|(n, g)| (n.to_string(), vec![g.to_string()]))
+            .collect(),
+        "ranks of job {filled}"
+    );
+    c.cmd("scancel", &[&filled.to_string()]).unwrap();
+
+    // --gpus over two nodes becomes the same GPUs per node: one NVLink-bridged pair on
+    // each A100 node, one rank per GPU.
+    let (id, err) = submit("fw_alice", &["-p", "a100", "-N", "2", "--gpus=a100:4", "--ntasks-per-node=2"]);
+    let split = id.unwrap_or_else(|| panic!("{err}"));
+    assert!(err.contains("--gpus=4 over 2 nodes set as --nodes=2 --gpus-per-node=a100:2"), "{err}");
+    c.wait_job(split, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    let held = gpus_per_node(&c, split);
+    assert_eq!(held.keys().collect::<Vec<_>>(), ["c3", "c4"], "{}", show(&c, split));
+    let pairs = topology("pcie-a100-nvlink-pairs.toml");
+    for (node, gpus) in &held {
+        assert_eq!(gpus.len(), 2, "{node}: {gpus:?}");
+        let (a, b) = (gpus[0] as usize, gpus[1] as usize);
+        assert!(pairs.nvlink.direct_lanes(a, b) > 0, "{node}: GPUs {gpus:?} are not a bridged pair");
+    }
+    let saw = ranks_saw(&c, split, 4);
+    eprintln!("job {split}: GPUs per node {held:?}; its ranks saw {saw:?}");
+    for (node, gpus) in &held {
+        let ids = gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        assert_eq!(saw.get(node), Some(&vec![ids.clone(), ids]), "two ranks on {node}: {saw:?}");
+    }
+    c.cmd("scancel", &[&split.to_string()]).unwrap();
+    c.wait_job(split, &["CANCELLED"], Duration::from_secs(60)).unwrap();
+
+    // A shape that straddles the pairs is refused with the nearest valid ones, and the
+    // one suggested first runs as written.
+    let (id, err) = submit("fw_bob", &["-p", "a100", "-N", "2", "--gres=gpu:a100:3"]);
+    assert_eq!(id, None, "{err}");
+    assert!(
+        err.contains(
+            "sbatch: error: fairway: 3 GPUs per node straddle the NVLink domains of 2 GPUs on a100 nodes; \
+             nearest valid shape: --nodes=2 --gpus-per-node=a100:4 (or --nodes=2 --gpus-per-node=a100:2)"
+        ),
+        "{err}"
+    );
+    let (id, err) = submit("fw_bob", &["-p", "a100", "--nodes=2", "--gpus-per-node=a100:4"]);
+    let suggested = id.unwrap_or_else(|| panic!("{err}"));
+    c.wait_job(suggested, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    assert_eq!(gpus_per_node(&c, suggested), every(&["c3", "c4"], &[0, 1, 2, 3]), "{}", show(&c, suggested));
+    c.cmd("scancel", &[&suggested.to_string()]).unwrap();
+
+    // scontrol update is held to the same rules: a pending gang cannot be reshaped into
+    // one that straddles the pairs.
+    let (id, err) = submit("fw_dave", &["-p", "a100", "-N", "2", "--gres=gpu:a100:2", "--hold"]);
+    let held_job = id.unwrap_or_else(|| panic!("{err}"));
+    let out = c.run_as("fw_dave", "scontrol", &["update", &format!("JobId={held_job}"), "Gres=gpu:a100:3"]).unwrap();
+    assert!(!out.ok(), "{out:?}");
+    assert!(field(&show(&c, held_job), "TresPerNode").ends_with("gpu:a100:2"), "{}", show(&c, held_job));
+    let log = c.logs("ctld");
+    assert!(log.contains("job_modify: rejected: fairway: 3 GPUs per node straddle"), "{log}");
     cancel_all(&c);
 }
 
