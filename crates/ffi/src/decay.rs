@@ -851,6 +851,10 @@ fn prefetch_job(j: *mut sys::job_record_t) {
         prefetch(std::ptr::addr_of!((*j).time_limit));
         prefetch(std::ptr::addr_of!((*j).total_cpus));
         prefetch(std::ptr::addr_of!((*j).site_factor));
+        // Read for every job, to learn it has a single partition (and QOS).
+        prefetch(std::ptr::addr_of!((*j).part_ptr_list));
+        #[cfg(slurm_ge_23_02)]
+        prefetch(std::ptr::addr_of!((*j).qos_list));
     }
 }
 
