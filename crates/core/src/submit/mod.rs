@@ -130,6 +130,36 @@ impl JobRequest {
         )
     }
 
+    /// The options set here that the rules govern, as sbatch spells them: in an update,
+    /// what would need the job itself to check.
+    pub fn ruled_options(&self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        macro_rules! ruled {
+            ($($f:ident => $name:literal),*) => { $( if self.$f.is_some() { set.push($name); } )* };
+        }
+        ruled!(
+            partition => "--partition",
+            qos => "--qos",
+            comment => "--comment",
+            extra => "--extra",
+            min_nodes => "--nodes",
+            num_tasks => "--ntasks",
+            ntasks_per_node => "--ntasks-per-node",
+            tres_per_node => "--gres/--gpus-per-node",
+            tres_per_job => "--gpus",
+            tres_per_task => "--gpus-per-task",
+            tres_per_socket => "--gpus-per-socket",
+            req_switch => "--switches",
+            wait4switch => "--switches",
+            requeue => "--requeue",
+            warn => "--signal",
+            tres_bind => "--gpu-bind",
+            cpu_bind => "--cpu-bind"
+        );
+        set.dedup();
+        set
+    }
+
     /// The GPUs requested per node (`--gres`, `--gpus-per-node`).
     fn per_node(&self) -> Result<Option<GpuSpec>, Rejection> {
         self.tres_per_node.as_deref().map_or(Ok(None), |t| gres::gpus(t).map_err(Rejection::gres))
@@ -199,6 +229,8 @@ pub enum RejectKind {
     Tasks,
     /// QoS not allowed where asked.
     Qos,
+    /// An update the rules cannot check (the job itself cannot be read).
+    Unchecked,
 }
 
 /// A refused request: the message the user sees, and the kind of error.
@@ -260,6 +292,26 @@ pub fn evaluate(cfg: &JobSubmitConfig, site: &Site<'_>, req: &JobRequest, mode: 
     }
     let predicted = if fill { time_limit(cfg, site, &mut job, directive.as_ref(), &mut notes) } else { None };
     Ok(Outcome { job, notes, predicted })
+}
+
+/// `job_modify` where the job being updated cannot be read (a build against Slurm's
+/// public headers only). A user's change to an option the rules govern cannot be checked
+/// against the job, and letting it through would make `scontrol update` a way around the
+/// rules, so it is refused; other changes pass. Operators are not asked here.
+pub fn check_update_without_job(update: &JobRequest) -> Result<(), Rejection> {
+    let ruled = update.ruled_options();
+    if ruled.is_empty() {
+        return Ok(());
+    }
+    Err(Rejection::new(
+        RejectKind::Unchecked,
+        format!(
+            "this Slurm build cannot show job_submit/fairway the job being updated, so a change of {} cannot be \
+             checked against the site's rules; ask an operator to make it, or cancel the job and submit it again \
+             with the new options",
+            ruled.join(", ")
+        ),
+    ))
 }
 
 /// The directive from `--comment`, else `--extra`.

@@ -290,6 +290,29 @@ fn time_auto_uses_the_prediction_capped_by_the_partition() {
 }
 
 #[test]
+fn an_update_that_cannot_be_checked_against_the_job_is_refused_only_where_rules_apply() {
+    let time_only = JobRequest { time_limit: Some(30), name: Some("renamed".into()), ..JobRequest::default() };
+    assert_eq!(check_update_without_job(&time_only), Ok(()));
+    let reshape = JobRequest {
+        tres_per_node: Some("gres/gpu:a100:3".into()),
+        req_switch: Some(1),
+        wait4switch: Some(300),
+        ..JobRequest::default()
+    };
+    let r = check_update_without_job(&reshape).unwrap_err();
+    assert_eq!(r.kind, RejectKind::Unchecked);
+    assert!(r.message.contains("a change of --gres/--gpus-per-node, --switches cannot be checked"), "{}", r.message);
+    for field in [
+        JobRequest { qos: Some("high".into()), ..JobRequest::default() },
+        JobRequest { partition: Some("gpu".into()), ..JobRequest::default() },
+        JobRequest { comment: Some("fairway: tier=batch".into()), ..JobRequest::default() },
+        JobRequest { min_nodes: Some(3), ..JobRequest::default() },
+    ] {
+        assert!(check_update_without_job(&field).is_err(), "{field:?}");
+    }
+}
+
+#[test]
 fn modify_checks_without_filling_in() {
     let p = parts();
     let site = Site { partitions: &p, predict: &|_| Some(60), now: 0 };

@@ -138,6 +138,7 @@ fn rc(kind: RejectKind) -> i32 {
         RejectKind::Gres => sys::ESLURM_INVALID_GRES,
         RejectKind::Tasks => sys::ESLURM_BAD_TASK_COUNT,
         RejectKind::Qos => sys::ESLURM_INVALID_QOS,
+        RejectKind::Unchecked => sys::ESLURM_ACCESS_DENIED,
     }) as i32
 }
 
@@ -206,9 +207,11 @@ impl JobSubmit for FairwayJobSubmit {
             return Ok(None);
         }
         let update = job.request();
-        let Some(current) = current else { return Ok(None) };
-        let merged = current.updated_by(&update);
-        match self.evaluate(&merged, Mode::Modify) {
+        let checked = match current {
+            Some(current) => self.evaluate(&current.updated_by(&update), Mode::Modify).map(drop),
+            None => submit::check_update_without_job(&update),
+        };
+        match checked {
             Ok(_) => Ok(None),
             Err(r) => {
                 tracing::info!(submit_uid, "job_modify: rejected: {}", r.message);
