@@ -91,6 +91,13 @@ fn a_two_node_gang_starts_on_both_dgx_nodes_and_oversized_jobs_wait_whole() {
     cancel_all(&c);
 }
 
+/// The GPU indexes of one node line of `scontrol show job -d` (`…GRES=gpu:h100:2(IDX:4-5)`),
+/// if it names any.
+fn gpu_idx(line: &str) -> Option<Vec<u32>> {
+    let idx = line.split("IDX:").nth(1).and_then(|s| s.split(')').next())?;
+    Some(idx.parse::<CoreSet>().unwrap_or_else(|e| panic!("{e:?}: {line}")).iter().collect())
+}
+
 /// The GPUs each node of a running job holds, from `scontrol show job -d`, whose lines
 /// group nodes that hold the same (`Nodes=c[1-2] CPU_IDs=0-15 Mem=0 GRES=gpu:h100:8(IDX:0-7)`).
 fn gpus_per_node(c: &DockerCluster, job: u32) -> BTreeMap<String, Vec<u32>> {
@@ -98,12 +105,7 @@ fn gpus_per_node(c: &DockerCluster, job: u32) -> BTreeMap<String, Vec<u32>> {
     let mut held = BTreeMap::new();
     for line in d.lines().filter(|l| l.trim_start().starts_with("Nodes=")) {
         let nodes: Hostlist = field(line, "Nodes").parse().unwrap_or_else(|e| panic!("{e}: {line}"));
-        let idx = line.split("IDX:").nth(1).and_then(|s| s.split(')').next()).unwrap_or("");
-        let gpus: Vec<u32> = if idx.is_empty() {
-            Vec::new()
-        } else {
-            idx.parse::<CoreSet>().unwrap_or_else(|e| panic!("{e:?}: {line}")).iter().collect()
-        };
+        let gpus = gpu_idx(line).unwrap_or_default();
         for n in nodes.hosts() {
             held.insert(n.clone(), gpus.clone());
         }
@@ -496,9 +498,8 @@ fn placement(c: &DockerCluster, job: u32) -> (Vec<usize>, CoreSet) {
     let d = c.cmd("scontrol", &["show", "job", "-d", &job.to_string()]).unwrap().stdout;
     let line = d.lines().find(|l| l.contains("CPU_IDs=")).unwrap_or_else(|| panic!("no CPU_IDs in\n{d}"));
     let cpus: CoreSet = field(line, "CPU_IDs").parse().unwrap_or_else(|e| panic!("{e:?}: {line}"));
-    let idx =
-        line.split("IDX:").nth(1).and_then(|s| s.split(')').next()).unwrap_or_else(|| panic!("no GPU IDX in {line}"));
-    let gpus = idx.parse::<CoreSet>().unwrap_or_else(|e| panic!("{e:?}: {line}")).iter().map(|g| g as usize).collect();
+    let gpus =
+        gpu_idx(line).unwrap_or_else(|| panic!("no GPU IDX in {line}")).into_iter().map(|g| g as usize).collect();
     (gpus, cpus)
 }
 
