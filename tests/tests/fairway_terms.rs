@@ -56,6 +56,14 @@ fn deadline_starvation_and_learned_runtimes() {
     // lowest by every other term, rises above all non-starving jobs.
     c.wait_until("the scavenger job starves past max_wait", || Ok(squeue_priority(&c, scavenger) >= 0xF000_0000))
         .unwrap();
+    // Once all four starve they keep their usual order (QOS, deadline), not the order in
+    // which they started starving: `high` was submitted after `relaxed`.
+    c.wait_until("all four jobs starve", || {
+        Ok([urgent, relaxed, high, scavenger].iter().all(|&j| squeue_priority(&c, j) >= 0xF000_0000))
+    })
+    .unwrap();
+    assert!(squeue_priority(&c, high) > squeue_priority(&c, relaxed), "QOS no longer orders starving jobs");
+    assert!(squeue_priority(&c, urgent) > squeue_priority(&c, relaxed), "deadline no longer orders starving jobs");
     assert!(c.log("slurmctld").contains("Fairway terms"), "no per-job log under DebugFlags=Priority");
 
     // The learned history was saved by a decay pass and holds the completed job.

@@ -62,20 +62,15 @@ impl FairwayPriority {
             starving = e.terms.starving_for;
         }
         job.store_priority_factors(&knobs.weights, &factors);
-        let prio = match starving {
-            Some(s) => terms::starving_priority(s),
-            None => multifactor::priority(&knobs.weights, &factors),
-        };
+        let lift = |usual| if starving.is_some() { terms::starving_priority(usual) } else { usual };
+        let prio = lift(multifactor::priority(&knobs.weights, &factors));
         // One priority per partition and QOS of a job that named several (none else).
         let parts = job.partition_inputs(tres_cnt);
         let qos = if parts.is_empty() { Vec::new() } else { job.qos_inputs() };
         let per_pair: Vec<u32> = parts
             .iter()
             .flat_map(|p| qos.iter().map(move |&q| (p, q)))
-            .map(|(p, q)| match starving {
-                Some(s) => terms::starving_priority(s),
-                None => multifactor::priority_in_partition_qos(&knobs.weights, &factors, p, q),
-            })
+            .map(|(p, q)| lift(multifactor::priority_in_partition_qos(&knobs.weights, &factors, p, q)))
             .collect();
         job.set_priority_array(&per_pair, knobs.weights.flags & INCR_ONLY != 0);
         tracing::debug!(job_id = job.job_id(), prio, "priority set");

@@ -4,7 +4,7 @@
 //! The same terms as `priority/fairway` (`fairway_core::terms`, configured in
 //! `fairway.toml`): predicted work and deadline urgency add to the job's site factor;
 //! a starving job gets `terms::STARVING_SITE` on top, which lifts it above every job
-//! whose other factors sum below that. Fairway only ever replaces its own part
+//! whose other factors sum below that (the other factors still order starving jobs). Fairway only ever replaces its own part
 //! (`terms::replace_site_part`): a site factor set by an admin (`scontrol update
 //! SiteFactor=`) or a job_submit plugin is kept. Run times are learned from jobs that
 //! completed since the last update.
