@@ -12,7 +12,8 @@
 #
 # Every row runs FIFO, multifactor, Fairway and oracle SJF with EASY backfill and the
 # defaults of `fairway sim` (SimConfig::default in crates/sim); a second table per workload
-# shows Fairway without its starvation bound (--max-wait 0).
+# shows Fairway without its starvation bound (--max-wait 0), a third Fairway with perfect
+# run-time predictions (--perfect-prediction; the last row also without the bound).
 source "$(dirname "$0")/cli-env.sh"
 ALL=fifo,multifactor,fairway,sjf-oracle
 OPENB=crates/trace/fixtures/openb_pod_list_default.csv
@@ -38,6 +39,10 @@ section() { # title, plot file, fairway sim arguments...
     echo
     echo "Fairway without the starvation bound (\`--max-wait 0\`):"
     "$F" sim "$@" --compare multifactor,fairway --max-wait 0 --markdown | tail -n +3
+    echo
+    echo "Fairway knowing every job's true run time (\`--perfect-prediction\`, with and without the bound):"
+    "$F" sim "$@" --compare multifactor,fairway --perfect-prediction --markdown | tail -n +3
+    "$F" sim "$@" --compare fairway --perfect-prediction --max-wait 0 --markdown | tail -n 1
     echo
     echo "CDFs: [$svg]($svg)"
     echo

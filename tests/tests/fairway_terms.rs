@@ -56,14 +56,16 @@ fn deadline_starvation_and_learned_runtimes() {
     // lowest by every other term, rises above all non-starving jobs.
     c.wait_until("the scavenger job starves past max_wait", || Ok(squeue_priority(&c, scavenger) >= 0xF000_0000))
         .unwrap();
-    // Once all four starve they keep their usual order (QOS, deadline), not the order in
-    // which they started starving: `high` was submitted after `relaxed`.
+    // Once all four starve, the one starving longest (`urgent`, submitted first) goes first
+    // of all (terms::FIRST_STARVING); the others keep their usual order (QOS), not the
+    // order in which they started starving: `high` was submitted after `relaxed`.
     c.wait_until("all four jobs starve", || {
         Ok([urgent, relaxed, high, scavenger].iter().all(|&j| squeue_priority(&c, j) >= 0xF000_0000))
     })
     .unwrap();
+    c.wait_until("the longest-starving job goes first", || Ok(squeue_priority(&c, urgent) == 0xFFF0_0000)).unwrap();
     assert!(squeue_priority(&c, high) > squeue_priority(&c, relaxed), "QOS no longer orders starving jobs");
-    assert!(squeue_priority(&c, urgent) > squeue_priority(&c, relaxed), "deadline no longer orders starving jobs");
+    assert!(squeue_priority(&c, relaxed) < 0xFFF0_0000, "two jobs first in one partition");
     assert!(c.log("slurmctld").contains("Fairway terms"), "no per-job log under DebugFlags=Priority");
 
     // The learned history was saved by a decay pass and holds the completed job.
@@ -78,8 +80,12 @@ fn deadline_starvation_and_learned_runtimes() {
 fn site_factor_plugin_adds_the_terms_to_multifactor() {
     let spec = ClusterSpec {
         priority_type: "priority/multifactor".into(),
-        slurm_conf_extra: vec!["PrioritySiteFactorPlugin=site_factor/fairway".into(), "PriorityWeightAge=0".into()],
-        fairway_toml: Some("[priority]\nweight_deadline = 5000\n".into()),
+        slurm_conf_extra: vec![
+            "PrioritySiteFactorPlugin=site_factor/fairway".into(),
+            "PriorityWeightAge=0".into(),
+            "PriorityCalcPeriod=1".into(),
+        ],
+        fairway_toml: Some("[priority]\nweight_deadline = 5000\nmax_wait = \"1:00\"\n".into()),
         ..ClusterSpec::default()
     };
     let c = Cluster::start(&spec).expect("cluster starts");
@@ -98,5 +104,13 @@ fn site_factor_plugin_adds_the_terms_to_multifactor() {
     assert!(out.ok(), "{out:?}");
     let (site_after, _) = sprio_site_and_priority(&c, urgent);
     assert!((site_after - (100 + site_urgent)).abs() <= 50, "admin SiteFactor lost: {site_urgent} -> {site_after}");
+
+    // Past max_wait both starve (terms::STARVING_SITE on top); the one starving longest
+    // (`urgent`, submitted first) gets terms::FIRST_STARVING_SITE more.
+    c.wait_until("both jobs starve", || Ok(sprio_site_and_priority(&c, relaxed).0 >= 0x7000_0000)).unwrap();
+    c.wait_until("the longest-starving job goes first", || Ok(sprio_site_and_priority(&c, urgent).0 >= 0x7800_0000))
+        .unwrap();
+    assert!(sprio_site_and_priority(&c, relaxed).0 < 0x7800_0000, "two jobs first in one partition");
+    assert!(squeue_priority(&c, urgent) > squeue_priority(&c, relaxed));
     c.stop().unwrap();
 }

@@ -80,8 +80,12 @@ pub struct SimArgs {
     /// A learned run-time model (`fairway predict train`): Fairway predicts with it, as the
     /// plugins do with fairway.toml's `[predictor] model`, instead of the last two runs.
     /// Train it on other jobs than those simulated, or the simulation sees the future.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "perfect_prediction")]
     model: Option<PathBuf>,
+    /// Let Fairway know each job's true run time, as the oracle does: how much better
+    /// prediction could improve its schedule at most (an analysis aid, not a predictor).
+    #[arg(long)]
+    perfect_prediction: bool,
     /// QoS priorities, as sacctmgr's `Priority=`: `NAME=PRIORITY` pairs, comma-separated
     /// (the synthetic workload has QoS `high` and `normal`); weighted by --weight-qos.
     #[arg(long, value_delimiter = ',', value_parser = parse_qos_priority, requires = "weight_qos")]
@@ -264,6 +268,7 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         base.fairway.weight_predicted_work = w;
     }
     base.fairway.max_wait = (a.max_wait > 0).then_some(Seconds(a.max_wait));
+    base.perfect_prediction = a.perfect_prediction;
     if !a.preempt.is_empty() {
         base.preempt = Some(SimPreempt {
             pairs: a.preempt.clone(),

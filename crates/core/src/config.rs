@@ -94,8 +94,8 @@ pub struct PriorityConfig {
     pub weight_predicted_work: u32,
     /// Weight of deadline / SLA urgency (0 = off).
     pub weight_deadline: u32,
-    /// After this long eligible, a job rises above every job that is not starving
-    /// (starving jobs keep their usual order among themselves).
+    /// After this long eligible, a job rises above every job that is not starving; the
+    /// longest-starving job of each partition goes first ([`crate::terms::FirstStarving`]).
     /// Slurm time syntax (`2-00:00:00`); absent = no starvation bound.
     #[serde(default, deserialize_with = "slurm_time_opt")]
     pub max_wait: Option<Seconds>,

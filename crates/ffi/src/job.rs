@@ -296,6 +296,24 @@ pub fn for_each_job(mut f: impl FnMut(&mut JobRecord<'_>)) {
     });
 }
 
+/// Calls `f` on the job with id `job_id`, if slurmctld knows it (`find_job_record`).
+/// The caller must hold the job write lock; outside slurmctld nothing happens.
+#[cfg(feature = "internal")]
+pub fn with_job(job_id: u32, f: impl FnOnce(&mut JobRecord<'_>)) {
+    let Some(find) = crate::sym::lookup(c"find_job_record") else { return };
+    // SAFETY: slurmctld's `job_record_t *find_job_record(uint32_t job_id)`, exported
+    // (-export-dynamic) in every version Fairway builds for.
+    let find = unsafe {
+        std::mem::transmute::<*mut std::os::raw::c_void, unsafe extern "C" fn(u32) -> *mut slurm_sys::job_record_t>(
+            find,
+        )
+    };
+    // SAFETY: a job of job_list (or NULL), read and written under the caller's job lock.
+    if let Some(mut job) = unsafe { JobRecord::from_ptr(find(job_id)) } {
+        f(&mut job);
+    }
+}
+
 /// The current state of the job a `job_modify` call updates, as a request; `None`
 /// when this build cannot read `job_record_t` (public headers only).
 ///
@@ -405,6 +423,16 @@ impl<'a> JobRecord<'a> {
     /// The current priority (0 = held).
     pub fn priority(&self) -> u32 {
         self.0.priority
+    }
+
+    /// Sets the priority, as the decay pass does with what the plugin computed.
+    pub fn set_priority(&mut self, v: u32) {
+        self.0.priority = v;
+    }
+
+    /// The partition (or comma-separated partitions) the job may run in.
+    pub fn partition(&self) -> Option<Cow<'_, str>> {
+        opt_str(self.0.partition)
     }
 
     /// Whether an admin (or a plugin) set the priority directly (`scontrol update

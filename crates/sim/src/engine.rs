@@ -7,7 +7,7 @@ use fairway_core::fairshare::{self, Assoc, AssocTree};
 use fairway_core::multifactor::{self, JobInput, NICE_OFFSET};
 use fairway_core::predict::{expected_runtime, LearnedPredictor, RuntimePredictor};
 use fairway_core::preempt::{preempt_prio, Candidate};
-use fairway_core::terms::{self, TermsInput};
+use fairway_core::terms::{self, FirstStarving, TermsInput};
 use serde::Serialize;
 
 use crate::metrics::{water_fill, Metrics};
@@ -123,6 +123,10 @@ pub struct Simulator<'a> {
     /// Per job: its QoS's priority and that over the highest QoS priority (Slurm's
     /// `norm_priority`).
     qos: Vec<(u32, f64)>,
+    /// The longest-starving pending job, lifted at the end of each pass (one partition).
+    first_starving: FirstStarving<()>,
+    /// Whether priorities are being computed by a pass, which notes starving jobs.
+    in_pass: bool,
 }
 
 impl<'a> Simulator<'a> {
@@ -178,6 +182,8 @@ impl<'a> Simulator<'a> {
             preempt_stats: PreemptStats::default(),
             held_gpu_seconds: 0.0,
             qos,
+            first_starving: FirstStarving::default(),
+            in_pass: false,
             cfg,
         }
     }
@@ -231,11 +237,13 @@ impl<'a> Simulator<'a> {
     /// Fairway's terms input for pending job `j` at `now`: expected run time as the plugins
     /// compute it (`fairway_core::predict::expected_runtime`) from what has ended so far:
     /// the learned model's typical run time when there is one, else the last two runs of
-    /// the same key; capped by the limit, the limit without history.
+    /// the same key; capped by the limit, the limit without history. With
+    /// [`SimConfig::perfect_prediction`], the job's true run time.
     pub fn terms_input(&mut self, j: usize, now: i64) -> TermsInput {
         let job = &self.w.jobs[j];
         let version = if self.model.is_some() { self.history_version } else { self.key_version[job.key_id] };
         let expected = match self.pred[j] {
+            _ if self.cfg.perfect_prediction => job.runtime.min(job.limit),
             Some((v, p)) if v == version => p,
             _ => {
                 let p =
@@ -264,7 +272,13 @@ impl<'a> Simulator<'a> {
             Policy::Fairway => {
                 let input = self.job_input(j, now);
                 let t = self.terms_input(j, now);
-                Some(terms::priority_with_terms(&self.cfg.weights, &input, &self.cfg.fairway, &t).2)
+                let first = self.first_starving.is_first(j as u32);
+                let (_, terms, prio) =
+                    terms::priority_with_terms(&self.cfg.weights, &input, &self.cfg.fairway, &t, first);
+                if let (true, Some(s)) = (self.in_pass, terms.starving_for) {
+                    self.first_starving.note((), j as u32, s);
+                }
+                Some(prio)
             }
             Policy::Fifo | Policy::SjfOracle => None,
         }
@@ -560,9 +574,14 @@ impl<'a> Simulator<'a> {
     fn tick(&mut self, now: i64) {
         if matches!(self.cfg.policy, Policy::Multifactor | Policy::Fairway) {
             self.decay_pass(now);
+            self.in_pass = true;
             for i in 0..self.pending.len() {
                 let j = self.pending[i];
                 self.key[j] = self.sort_key(j, now);
+            }
+            self.in_pass = false;
+            for j in self.first_starving.end_pass() {
+                self.key[j as usize] = self.sort_key(j as usize, now);
             }
             let key = &self.key;
             self.pending.sort_unstable_by_key(|&j| (key[j], j));

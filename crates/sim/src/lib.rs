@@ -138,6 +138,9 @@ pub struct SimConfig {
     /// Each QoS's `Priority=` (sacctmgr), weighted by `weights.qos`; a QoS not listed has
     /// priority 0. As Slurm, a job's QOS factor is its QoS's priority over the highest.
     pub qos_priority: Vec<(String, u32)>,
+    /// Fairway "predicts" each job's true run time: what better prediction could buy at
+    /// most. An analysis aid; the plugins have no such oracle.
+    pub perfect_prediction: bool,
 }
 
 /// Fair share weight of [`SimConfig::default`]; Fairway's predicted-work weight is twice it.
@@ -171,6 +174,7 @@ impl Default for SimConfig {
             default_shares: 100,
             preempt: None,
             qos_priority: Vec::new(),
+            perfect_prediction: false,
         }
     }
 }

@@ -267,8 +267,24 @@ fn fairway_priority_uses_the_predictor_learning_at_job_end() {
     assert_eq!(t.expected_runtime, 600.0);
     let after = sim.priority(1, 600).unwrap();
     let input = sim.job_input(1, 600);
-    assert_eq!(after, terms::priority_with_terms(&weights, &input, &terms_cfg, &t).2);
+    assert_eq!(after, terms::priority_with_terms(&weights, &input, &terms_cfg, &t, false).2);
     assert!(after > before, "{after} <= {before}");
+}
+
+#[test]
+fn perfect_prediction_prices_each_job_at_its_true_run_time() {
+    let cluster = Cluster::uniform(1, 8);
+    let trace = vec![job("r1", 0, 600, 7200, 8, 1, "u", "a"), job("r2", 10, 900, 7200, 8, 1, "u", "a")];
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let cfg = SimConfig { policy: Policy::Fairway, perfect_prediction: true, ..SimConfig::default() };
+    let mut sim = Simulator::new(&w, &cluster, cfg);
+    sim.arrive(0, 0);
+    sim.schedule(0);
+    sim.arrive(1, 10);
+    // Not the limit, though nothing has ended; and not r1's 600 s after it ends.
+    assert_eq!(sim.terms_input(1, 10).expected_runtime, 900.0);
+    sim.finish(0, 600);
+    assert_eq!(sim.terms_input(1, 600).expected_runtime, 900.0);
 }
 
 #[test]
@@ -530,4 +546,31 @@ fn qos_priority_weighs_in_as_multifactor_weighs_it() {
     let (ids, qos) = order(Vec::new());
     assert_eq!(ids, "n,h,o");
     assert_eq!(qos, vec![(0, 0.0); 3]);
+}
+
+/// One node of 8 GPUs, held by X until 1000. Big (8 GPUs, 600 s limit) and two small jobs
+/// (4 GPUs, 200 s) wait past `max_wait` (60 s). The small jobs have less predicted work, so
+/// in the usual order they go first; but Big has starved longest, so it goes first of all.
+#[test]
+fn the_longest_starving_job_goes_first_and_the_rest_keep_their_usual_order() {
+    let trace = vec![
+        job("X", 0, 1000, 1000, 8, 1, "x", "a"),
+        job("Big", 1, 500, 600, 8, 1, "b", "a"),
+        job("S1", 2, 100, 200, 4, 1, "s", "a"),
+        job("S2", 3, 100, 200, 4, 1, "s", "a"),
+    ];
+    let cluster = Cluster::uniform(1, 8);
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let sim = |max_wait| {
+        let mut cfg = SimConfig { policy: Policy::Fairway, ..SimConfig::default() };
+        cfg.fairway.max_wait = max_wait;
+        starts(&w, &Simulator::new(&w, &cluster, cfg).run(&mut |_| {}))
+    };
+    let bounded = sim(Some(fairway_core::config::Seconds(60)));
+    assert_eq!(bounded[1], ("Big".into(), 1000), "{bounded:?}");
+    assert_eq!((bounded[2].1, bounded[3].1), (1500, 1500), "{bounded:?}");
+    // Without the bound, less predicted work first.
+    let unbounded = sim(None);
+    assert_eq!((unbounded[2].1, unbounded[3].1), (1000, 1000), "{unbounded:?}");
+    assert_eq!(unbounded[1].1, 1100, "{unbounded:?}");
 }

@@ -5,19 +5,21 @@
 //! multifactor's weighted sum of age, association, fair share, job size, partition and
 //! QOS, plus site factor and nice (`fairway_core::multifactor`); the FFI layer's decay
 //! thread decays and accrues usage and runs Fair Tree or classic fair share.
-//! Fairway's terms (`fairway_core::terms`: predicted work, deadline urgency, the
-//! starvation bound) are added through the site factor, so `sprio` shows them in its
-//! SITE column. Run times are learned at job end (`fairway_core::predict`) and saved
+//! Fairway's terms (`fairway_core::terms`: predicted work, deadline urgency) are added
+//! through the site factor, so `sprio` shows them in its SITE column; a job starving past
+//! `max_wait` is lifted above the rest, the longest-starving job of each partition first
+//! (chosen in each decay pass, `terms::FirstStarving`). Run times are learned at job end (`fairway_core::predict`) and saved
 //! after each decay pass in `StateSaveLocation`.
 //!
 //! Built for Slurm 22.05's priority ABI and for 24.05+'s (tested on 24.11): the
 //! differences (`priority_p_thread_start`, `priority_p_recover`, sprio's factors list,
 //! one priority per partition and QOS) live in `fairway_ffi`'s `priority_plugin!`.
 
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 
+use fairway_core::terms::FirstStarving;
 use fairway_core::{fairshare, multifactor, terms, Config};
-use fairway_ffi::job::JobRecord;
+use fairway_ffi::job::{self, JobRecord};
 use fairway_ffi::plugin::{Priority, PriorityOf};
 use fairway_ffi::terms::TermsState;
 
@@ -29,6 +31,8 @@ pub struct FairwayPriority {
     conf: RwLock<SlurmKnobs>,
     /// fairway.toml's terms and the runtime history behind them.
     terms: TermsState,
+    /// The longest-starving job of each partition, chosen by the last decay pass.
+    first: Mutex<FirstStarving<String>>,
 }
 
 struct SlurmKnobs {
@@ -47,8 +51,20 @@ impl FairwayPriority {
         self.conf.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The job's priority with slurm.conf's knobs as read (job write lock held).
-    fn priority_with(&self, knobs: &SlurmKnobs, job: &mut JobRecord<'_>, now: i64) -> u32 {
+    fn first(&self) -> std::sync::MutexGuard<'_, FirstStarving<String>> {
+        self.first.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The job's priority with slurm.conf's knobs as read (job write lock held). In a
+    /// decay pass (`noting`), a starving job is noted as a candidate to go first.
+    fn priority_with(
+        &self,
+        knobs: &SlurmKnobs,
+        job: &mut JobRecord<'_>,
+        now: i64,
+        first: &mut FirstStarving<String>,
+        noting: bool,
+    ) -> u32 {
         if job.direct_set_prio() && job.priority() > 0 {
             job.clear_priority_factors();
             return job.priority();
@@ -62,7 +78,11 @@ impl FairwayPriority {
             starving = e.terms.starving_for;
         }
         job.store_priority_factors(&knobs.weights, &factors);
-        let lift = |usual| if starving.is_some() { terms::starving_priority(usual) } else { usual };
+        if let (true, Some(s)) = (noting, starving) {
+            first.note(job.partition().unwrap_or_default().into_owned(), job.job_id(), s);
+        }
+        let is_first = starving.is_some() && first.is_first(job.job_id());
+        let lift = |usual| if starving.is_some() { terms::starving_priority(usual, is_first) } else { usual };
         let prio = lift(multifactor::priority(&knobs.weights, &factors));
         // One priority per partition and QOS of a job that named several (none else).
         let parts = job.partition_inputs(tres_cnt);
@@ -83,7 +103,11 @@ impl Priority for FairwayPriority {
         if in_slurmctld {
             fairway_ffi::conf::log_findings(&config);
         }
-        Ok(Self { conf: RwLock::new(SlurmKnobs::read()), terms: TermsState::load(&config, in_slurmctld) })
+        Ok(Self {
+            conf: RwLock::new(SlurmKnobs::read()),
+            terms: TermsState::load(&config, in_slurmctld),
+            first: Mutex::new(FirstStarving::default()),
+        })
     }
 
     fn reconfig(&self, _assoc_clear: bool) {
@@ -102,12 +126,24 @@ impl Priority for FairwayPriority {
     }
 
     fn priority(&self, job: &mut JobRecord<'_>, now: i64) -> u32 {
-        self.priority_with(&self.knobs(), job, now)
+        self.priority_with(&self.knobs(), job, now, &mut self.first(), false)
     }
 
     fn priority_pass(&self, walk: &mut dyn FnMut(&mut PriorityOf<'_>)) {
         let knobs = self.knobs();
-        walk(&mut |job, now| self.priority_with(&knobs, job, now))
+        let mut first = self.first();
+        let mut now = 0;
+        walk(&mut |job, t| {
+            now = t;
+            self.priority_with(&knobs, job, t, &mut first, true)
+        });
+        // The jobs chosen to go first get their lifted priority now, not a pass later.
+        for id in first.end_pass() {
+            job::with_job(id, |job| {
+                let prio = self.priority_with(&knobs, job, now, &mut first, false);
+                job.set_priority(prio);
+            });
+        }
     }
 
     fn calc_fs_factor(&self, usage_efctv: f64, shares_norm: f64) -> f64 {

@@ -4,7 +4,8 @@
 //! The same terms as `priority/fairway` (`fairway_core::terms`, configured in
 //! `fairway.toml`): predicted work and deadline urgency add to the job's site factor;
 //! a starving job gets `terms::STARVING_SITE` on top, which lifts it above every job
-//! whose other factors sum below that (the other factors still order starving jobs). Fairway only ever replaces its own part
+//! whose other factors sum below that (the other factors still order starving jobs),
+//! and the longest-starving job of each partition `terms::FIRST_STARVING_SITE` more. Fairway only ever replaces its own part
 //! (`terms::replace_site_part`): a site factor set by an admin (`scontrol update
 //! SiteFactor=`) or a job_submit plugin is kept. Run times are learned from jobs that
 //! completed since the last update.
@@ -13,8 +14,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
+use fairway_core::terms::FirstStarving;
 use fairway_core::{terms, Config};
-use fairway_ffi::job::{for_each_job, JobRecord};
+use fairway_ffi::job::{for_each_job, with_job, JobRecord};
 use fairway_ffi::plugin::SiteFactor;
 use fairway_ffi::terms::TermsState;
 
@@ -27,6 +29,29 @@ pub struct FairwaySiteFactor {
     added: Mutex<HashMap<u32, (u32, i64)>>,
     /// When `update` last ran (jobs ending after it are learned from).
     last_update: AtomicI64,
+    /// The longest-starving job of each partition, chosen by the last `update`.
+    first: Mutex<FirstStarving<String>>,
+}
+
+impl FairwaySiteFactor {
+    /// Sets the job's site factor; in `update` (`noting`), a starving job is noted as a
+    /// candidate to go first.
+    fn set_with(&self, job: &mut JobRecord<'_>, now: i64, first: &mut FirstStarving<String>, noting: bool) {
+        let Some(e) = self.terms.evaluate(job, now) else { return };
+        if let (true, Some(s)) = (noting, e.terms.starving_for) {
+            first.note(job.partition().unwrap_or_default().into_owned(), job.job_id(), s);
+        }
+        let is_first = e.terms.starving_for.is_some() && first.is_first(job.job_id());
+        let mine = terms::site_contribution(&e.config, &e.terms, is_first);
+        let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
+        let site = terms::replace_site_part(job.site_factor(), added.get(&job.job_id()).copied(), mine);
+        job.set_site_factor(site);
+        added.insert(job.job_id(), (site, mine));
+    }
+
+    fn first(&self) -> std::sync::MutexGuard<'_, FirstStarving<String>> {
+        self.first.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl SiteFactor for FairwaySiteFactor {
@@ -37,6 +62,7 @@ impl SiteFactor for FairwaySiteFactor {
             terms: TermsState::load(&config, true),
             added: Mutex::new(HashMap::new()),
             last_update: AtomicI64::new(now),
+            first: Mutex::new(FirstStarving::default()),
         })
     }
 
@@ -45,26 +71,26 @@ impl SiteFactor for FairwaySiteFactor {
     }
 
     fn set(&self, job: &mut JobRecord<'_>, now: i64) {
-        let Some(e) = self.terms.evaluate(job, now) else { return };
-        let mine = terms::site_contribution(&e.config, &e.terms);
-        let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
-        let site = terms::replace_site_part(job.site_factor(), added.get(&job.job_id()).copied(), mine);
-        job.set_site_factor(site);
-        added.insert(job.job_id(), (site, mine));
+        self.set_with(job, now, &mut self.first(), false);
     }
 
     fn update(&self, now: i64) {
         let since = self.last_update.swap(now, Ordering::Relaxed);
         let mut live = HashSet::new();
+        let mut first = self.first();
         for_each_job(|job| {
             if job.end_time() > since && job.end_time() <= now {
                 self.terms.learn(job);
             }
             if job.is_pending() {
-                self.set(job, now);
+                self.set_with(job, now, &mut first, true);
                 live.insert(job.job_id());
             }
         });
+        for id in first.end_pass() {
+            with_job(id, |job| self.set_with(job, now, &mut first, false));
+        }
+        drop(first);
         // Forget jobs that are no longer pending.
         self.added.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| live.contains(id));
         // Called under the job write lock: write the history elsewhere.
