@@ -1,8 +1,10 @@
 //! Processes and ports.
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Output;
+use std::sync::Mutex;
 
 /// A finished command, with its output as text.
 #[derive(Debug, Clone)]
@@ -41,9 +43,20 @@ impl From<Output> for CmdOutput {
     }
 }
 
-/// A loopback TCP port nothing listens on right now.
+/// A loopback TCP port nothing listens on right now, and never handed out before by this
+/// process: the kernel may give a just-released port to the next bind, so two daemons of
+/// one cluster (or of two clusters started side by side) could otherwise get the same one
+/// before either listens.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("no free port")
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port =
+            TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("no free port");
+        if given.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Pids of processes whose command line, working directory or environment mention
