@@ -8,8 +8,9 @@
 //! Fairway's terms (`fairway_core::terms`: predicted work, deadline urgency) are added
 //! through the site factor, so `sprio` shows them in its SITE column; a job starving past
 //! `max_wait` is lifted above the rest, the longest-starving job of each partition first
-//! (chosen in each decay pass, `terms::FirstStarving`). Run times are learned at job end (`fairway_core::predict`) and saved
-//! after each decay pass in `StateSaveLocation`.
+//! (chosen in each decay pass, `terms::FirstStarving`; a job submitted to several
+//! partitions competes under its partition list). Run times are learned at job end
+//! (`fairway_core::predict`) and saved after each decay pass in `StateSaveLocation`.
 //!
 //! Built for Slurm 22.05's priority ABI and for 24.05+'s (tested on 24.11): the
 //! differences (`priority_p_thread_start`, `priority_p_recover`, sprio's factors list,

@@ -5,10 +5,10 @@
 //! `fairway.toml`): predicted work and deadline urgency add to the job's site factor;
 //! a starving job gets `terms::STARVING_SITE` on top, which lifts it above every job
 //! whose other factors sum below that (the other factors still order starving jobs),
-//! and the longest-starving job of each partition `terms::FIRST_STARVING_SITE` more. Fairway only ever replaces its own part
-//! (`terms::replace_site_part`): a site factor set by an admin (`scontrol update
-//! SiteFactor=`) or a job_submit plugin is kept. Run times are learned from jobs that
-//! completed since the last update.
+//! and the longest-starving job of each partition `terms::FIRST_STARVING_SITE` more.
+//! Fairway only ever replaces its own part (`terms::replace_site_part`): a site factor
+//! set by an admin (`scontrol update SiteFactor=`) or a job_submit plugin is kept. Run
+//! times are learned from jobs that completed since the last update.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
