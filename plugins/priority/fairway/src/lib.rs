@@ -82,7 +82,7 @@ impl FairwayPriority {
         if let (true, Some(s)) = (noting, starving) {
             first.note(job.partition().unwrap_or_default().into_owned(), job.job_id(), s);
         }
-        let is_first = starving.is_some() && first.is_first(job.job_id());
+        let is_first = first.is_first(job.job_id());
         let lift = |usual| if starving.is_some() { terms::starving_priority(usual, is_first) } else { usual };
         let prio = lift(multifactor::priority(&knobs.weights, &factors));
         // One priority per partition and QOS of a job that named several (none else).

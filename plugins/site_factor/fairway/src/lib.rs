@@ -41,8 +41,7 @@ impl FairwaySiteFactor {
         if let (true, Some(s)) = (noting, e.terms.starving_for) {
             first.note(job.partition().unwrap_or_default().into_owned(), job.job_id(), s);
         }
-        let is_first = e.terms.starving_for.is_some() && first.is_first(job.job_id());
-        let mine = terms::site_contribution(&e.config, &e.terms, is_first);
+        let mine = terms::site_contribution(&e.config, &e.terms, first.is_first(job.job_id()));
         let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
         let site = terms::replace_site_part(job.site_factor(), added.get(&job.job_id()).copied(), mine);
         job.set_site_factor(site);
