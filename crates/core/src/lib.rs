@@ -12,6 +12,8 @@
 //! - [`fairshare`]: fair-share arithmetic shared by the priority plugin and `sshare`.
 //! - [`multifactor`]: `priority/multifactor`'s factors and weighted sum.
 //! - [`terms`]: Fairway's own priority terms (predicted work, deadline, starvation).
+//! - [`priority`]: a job's priority under `priority/fairway` (and `site_factor/fairway`),
+//!   one input in, one decision out: what the plugins and the simulator call.
 //! - [`predict`]: run-time prediction: time limit, Tsafrir's last two with correction, and a
 //!   learned upper-quantile model, with a trace replay that scores them.
 //! - [`preempt`]: `preempt/fairway`'s policy: `preempt/qos` semantics, victim order and
@@ -29,6 +31,7 @@ pub mod hostlist;
 pub mod multifactor;
 pub mod predict;
 pub mod preempt;
+pub mod priority;
 pub mod submit;
 pub mod terms;
 pub mod time;

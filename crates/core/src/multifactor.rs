@@ -54,7 +54,7 @@ pub struct Weights {
 
 /// What the factors are computed from, read from the job and its association, QOS and
 /// partition at the time of the calculation.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct JobInput {
     /// Now, as Unix seconds.
     pub now: i64,
@@ -237,7 +237,7 @@ pub fn priority(w: &Weights, f: &Factors) -> u32 {
 }
 
 /// One partition of a multi-partition job.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PartitionInput {
     /// The partition's `PriorityJobFactor`.
     pub priority_job_factor: u16,
@@ -248,7 +248,7 @@ pub struct PartitionInput {
 }
 
 /// One QOS of a job that asked for several (`--qos=a,b`, Slurm 24.11+).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct QosInput {
     /// The QOS's `Priority`.
     pub priority: u32,

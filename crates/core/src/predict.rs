@@ -66,7 +66,7 @@ pub struct RuntimePredictor {
 }
 
 /// What is known about a job when it is submitted: all a predictor may use.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRequest {
     /// History key.
     pub key: JobKey,

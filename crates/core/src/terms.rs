@@ -18,10 +18,8 @@
 //!   it starts: 1.40× and a longest wait of 145 h, against multifactor's 357 h.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::Hash;
 
 use crate::config::PriorityConfig;
-use crate::multifactor::{self, Factors, JobInput, Weights};
 
 /// One GPU-hour, the work at which the predicted-work factor is 1/2.
 pub const WORK_SCALE_GPU_SECONDS: f64 = 3600.0;
@@ -53,7 +51,7 @@ pub struct TermsInput {
 }
 
 /// The unweighted terms of one job.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Terms {
     /// Predicted-work factor in (0, 1].
     pub predicted_work: f64,
@@ -112,43 +110,50 @@ pub fn starving_priority(usual: u32, first: bool) -> u32 {
 /// lowest job id on a tie).
 ///
 /// It is chosen during a priority pass ([`note`](Self::note) for every starving pending
-/// job); at the end of the pass ([`end_pass`](Self::end_pass)) the chosen jobs, one per
-/// partition, have their priority computed again, now lifted, so the jobs are walked only
-/// once. It stays lifted until a later pass chooses another.
+/// job, with what to write for it should it be chosen); at the end of the pass
+/// ([`end_pass`](Self::end_pass)) the chosen jobs, one per partition, are returned with
+/// that payload, so the jobs are walked only once. A job stays first until a later pass
+/// chooses another.
 #[derive(Debug, Clone)]
-pub struct FirstStarving<K> {
+pub struct FirstStarving<P = ()> {
     first: HashSet<u32>,
-    /// Per partition, the longest-starving job noted in this pass: (seconds starving, id).
-    next: HashMap<K, (u64, u32)>,
+    /// Per partition, the longest-starving job noted in this pass: (seconds starving, id,
+    /// payload).
+    next: HashMap<String, (u64, u32, P)>,
 }
 
-impl<K> Default for FirstStarving<K> {
+impl<P> Default for FirstStarving<P> {
     fn default() -> Self {
         Self { first: HashSet::new(), next: HashMap::new() }
     }
 }
 
-impl<K: Hash + Eq> FirstStarving<K> {
+impl<P> FirstStarving<P> {
     /// Whether `job_id` was the first starving job of its partition at the last pass.
     pub fn is_first(&self, job_id: u32) -> bool {
         self.first.contains(&job_id)
     }
 
-    /// Notes a pending job of `partition` that has starved for `starving_for` seconds.
-    pub fn note(&mut self, partition: K, job_id: u32, starving_for: u64) {
-        let e = self.next.entry(partition).or_insert((starving_for, job_id));
-        if (starving_for, std::cmp::Reverse(job_id)) > (e.0, std::cmp::Reverse(e.1)) {
-            *e = (starving_for, job_id);
+    /// Notes a pending job of `partition` that has starved for `starving_for` seconds;
+    /// `payload` is made only if it is the longest-starving so far.
+    pub fn note(&mut self, partition: &str, job_id: u32, starving_for: u64, payload: impl FnOnce() -> P) {
+        let better = |e: &(u64, u32, P)| (starving_for, std::cmp::Reverse(job_id)) > (e.0, std::cmp::Reverse(e.1));
+        match self.next.get_mut(partition) {
+            Some(e) if better(e) => *e = (starving_for, job_id, payload()),
+            Some(_) => {}
+            None => {
+                self.next.insert(partition.to_owned(), (starving_for, job_id, payload()));
+            }
         }
     }
 
     /// Ends a pass: the jobs noted first in their partitions become the ones lifted.
-    /// Returns them, to be given their lifted priority.
-    pub fn end_pass(&mut self) -> Vec<u32> {
-        self.first = self.next.drain().map(|(_, (_, id))| id).collect();
-        let mut ids: Vec<u32> = self.first.iter().copied().collect();
-        ids.sort_unstable();
-        ids
+    /// Returns them with their payloads, by job id.
+    pub fn end_pass(&mut self) -> Vec<(u32, P)> {
+        let mut chosen: Vec<(u32, P)> = self.next.drain().map(|(_, (_, id, p))| (id, p)).collect();
+        chosen.sort_unstable_by_key(|c| c.0);
+        self.first = chosen.iter().map(|c| c.0).collect();
+        chosen
     }
 }
 
@@ -184,30 +189,6 @@ pub fn replace_site_part(current: u32, last: Option<(u32, i64)>, mine: i64) -> u
         _ => i64::from(current),
     };
     (base + mine).clamp(0, i64::from(u32::MAX)) as u32
-}
-
-/// A pending job's priority under `priority/fairway`, from its inputs alone.
-///
-/// Multifactor's [`factors`](multifactor::factors), with Fairway's weighted terms
-/// ([`site_bonus`]) added to the site factor, summed by [`multifactor::priority`]; a
-/// starving job is lifted by [`starving_priority`] (`first`: it is the first starving job
-/// of its partition, see [`FirstStarving`]). This is the arithmetic of the priority
-/// plugin's `priority()` (which also stores the factors for `sprio`), as one pure function
-/// for the simulator and for tests. With every term off it equals multifactor's priority.
-/// Returns the factors (site factor included), the terms and the priority.
-pub fn priority_with_terms(
-    w: &Weights,
-    input: &JobInput,
-    config: &PriorityConfig,
-    t: &TermsInput,
-    first: bool,
-) -> (Factors, Terms, u32) {
-    let mut f = multifactor::factors(w, input);
-    let terms = compute(config, t);
-    f.site = (i64::from(f.site) + site_bonus(config, &terms)).clamp(0, i64::from(u32::MAX)) as u32;
-    let usual = multifactor::priority(w, &f);
-    let prio = if terms.starving_for.is_some() { starving_priority(usual, first) } else { usual };
-    (f, terms, prio)
 }
 
 /// Whether any of Fairway's terms is on.
@@ -278,83 +259,20 @@ mod tests {
         assert_eq!(replace_site_part(0, None, -5), 0);
     }
 
-    fn mf() -> (Weights, JobInput) {
-        let w = Weights { age: 1000, fairshare: 10_000, job_size: 1000, max_age: 7 * 86_400, ..Weights::default() };
-        let j = JobInput {
-            now: 10_000,
-            accrue_time: 10_000 - 3600,
-            fairshare: 0.5,
-            min_cpus: 4,
-            min_nodes: 1,
-            cluster_cpus: 64,
-            node_count: 8,
-            has_assoc: true,
-            site_factor: multifactor::NICE_OFFSET,
-            nice: multifactor::NICE_OFFSET,
-            ..JobInput::default()
-        };
-        (w, j)
-    }
-
-    #[test]
-    fn priority_with_terms_off_is_multifactors() {
-        let (w, j) = mf();
-        let t =
-            TermsInput { now: 10_000, eligible_since: 1, expected_runtime: 600.0, gpus: 4, ..TermsInput::default() };
-        let (f, terms, p) = priority_with_terms(&w, &j, &PriorityConfig::default(), &t, false);
-        assert_eq!(terms, Terms::default());
-        assert_eq!(f, multifactor::factors(&w, &j));
-        assert_eq!(p, multifactor::priority(&w, &multifactor::factors(&w, &j)));
-        // 5.95 (age) + 5000 (fair share) + 1000 × (1/8 + 4/64)/2 = 5099.7
-        assert_eq!(p, 5099);
-    }
-
-    #[test]
-    fn priority_with_terms_adds_the_bonus_or_lifts_a_starving_job() {
-        let (w, j) = mf();
-        let c = PriorityConfig { weight_predicted_work: 1000, weight_deadline: 0, max_wait: Some(Seconds(7200)) };
-        // 900 s × 4 GPUs = one GPU-hour: factor 1/2, bonus 500.
-        let t = TermsInput {
-            now: 10_000,
-            eligible_since: 10_000 - 3600,
-            expected_runtime: 900.0,
-            gpus: 4,
-            ..TermsInput::default()
-        };
-        let (f, terms, p) = priority_with_terms(&w, &j, &c, &t, false);
-        assert_eq!(terms.predicted_work, 0.5);
-        assert_eq!(f.site, multifactor::NICE_OFFSET + 500);
-        assert_eq!(p, 5099 + 500);
-        let starving = TermsInput { eligible_since: 10_000 - 7300, ..t };
-        let (_, terms, p) = priority_with_terms(&w, &j, &c, &starving, false);
-        assert_eq!(terms.starving_for, Some(100));
-        assert_eq!(p, starving_priority(5099 + 500, false));
-        // Starving longer does not reorder starving jobs; their usual priority does.
-        let (_, _, later) = priority_with_terms(&w, &j, &c, &TermsInput { eligible_since: 10_000 - 9000, ..t }, false);
-        assert_eq!(later, p);
-        let (_, _, fairer) = priority_with_terms(&w, &JobInput { fairshare: 0.6, ..j.clone() }, &c, &starving, false);
-        assert!(fairer > p);
-        // Except the first starving job of the partition, whatever its usual priority.
-        let (_, _, first) = priority_with_terms(&w, &j, &c, &starving, true);
-        assert!(first > fairer);
-        // `first` means nothing to a job that is not starving.
-        assert_eq!(priority_with_terms(&w, &j, &c, &t, true).2, 5099 + 500);
-    }
-
     #[test]
     fn the_longest_starving_job_of_each_partition_goes_first() {
         let mut f = FirstStarving::default();
-        f.note("gpu", 7, 100);
-        f.note("gpu", 3, 500);
-        f.note("gpu", 9, 500); // a tie: the lower id, 3, stays first
-        f.note("cpu", 4, 10);
+        f.note("gpu", 7, 100, || 'a');
+        f.note("gpu", 3, 500, || 'b');
+        f.note("gpu", 9, 500, || 'c'); // a tie: the lower id, 3, stays first
+        f.note("cpu", 4, 10, || 'd');
         assert!(!f.is_first(3), "applied only once the pass is over");
-        assert_eq!(f.end_pass(), vec![3, 4]);
+        assert_eq!(f.end_pass(), vec![(3, 'b'), (4, 'd')]);
         assert!(f.is_first(3) && f.is_first(4));
         assert!(!f.is_first(7) && !f.is_first(9));
         // Job 3 started: the next pass notes the others.
-        f.note("gpu", 7, 160);
-        f.note("gpu", 9, 560);
+        f.note("gpu", 7, 160, || 'e');
+        f.note("gpu", 9, 560, || 'f');
         f.end_pass();
         assert!(f.is_first(9) && !f.is_first(3) && !f.is_first(4) && !f.is_first(7));
         assert!(f.end_pass().is_empty());

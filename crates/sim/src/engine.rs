@@ -3,11 +3,13 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
+use fairway_core::fairshare::accrue::{self, RunningJob};
 use fairway_core::fairshare::{self, Assoc, AssocTree};
-use fairway_core::multifactor::{self, JobInput, NICE_OFFSET};
+use fairway_core::multifactor::{JobInput, NICE_OFFSET};
 use fairway_core::predict::{expected_runtime, LearnedPredictor, RuntimePredictor};
 use fairway_core::preempt::{preempt_prio, Candidate};
-use fairway_core::terms::{self, FirstStarving, TermsInput};
+use fairway_core::priority::{self, JobPriority, Pass, TermsJob};
+use fairway_core::terms::FirstStarving;
 use serde::Serialize;
 
 use crate::metrics::{water_fill, Metrics};
@@ -84,8 +86,8 @@ pub struct Simulator<'a> {
     fs: Vec<f64>,
     shares: Vec<u32>,
     last_pass: Option<i64>,
+    /// Per running job, up to when its usage was charged.
     accounted: Vec<i64>,
-    unaccounted: Vec<(usize, f64, u32)>,
     predictor: RuntimePredictor,
     /// A learned model, as the plugins load one (`[predictor] model`).
     model: Option<&'a LearnedPredictor>,
@@ -124,9 +126,7 @@ pub struct Simulator<'a> {
     /// `norm_priority`).
     qos: Vec<(u32, f64)>,
     /// The longest-starving pending job, lifted at the end of each pass (one partition).
-    first_starving: FirstStarving<()>,
-    /// Whether priorities are being computed by a pass, which notes starving jobs.
-    in_pass: bool,
+    first_starving: FirstStarving<JobPriority>,
 }
 
 impl<'a> Simulator<'a> {
@@ -158,7 +158,6 @@ impl<'a> Simulator<'a> {
             shares,
             last_pass: None,
             accounted: vec![0; n],
-            unaccounted: Vec::new(),
             predictor: RuntimePredictor::default(),
             model: None,
             pred: vec![None; n],
@@ -183,7 +182,6 @@ impl<'a> Simulator<'a> {
             held_gpu_seconds: 0.0,
             qos,
             first_starving: FirstStarving::default(),
-            in_pass: false,
             cfg,
         }
     }
@@ -234,15 +232,28 @@ impl<'a> Simulator<'a> {
         }
     }
 
-    /// Fairway's terms input for pending job `j` at `now`: expected run time as the plugins
+    /// What Fairway's terms read of pending job `j`: the run time expected as the plugins
     /// compute it (`fairway_core::predict::expected_runtime`) from what has ended so far:
     /// the learned model's typical run time when there is one, else the last two runs of
     /// the same key; capped by the limit, the limit without history. With
-    /// [`SimConfig::perfect_prediction`], the job's true run time.
-    pub fn terms_input(&mut self, j: usize, now: i64) -> TermsInput {
+    /// [`SimConfig::perfect_prediction`], the job's true run time. One partition.
+    pub fn terms_job(&mut self, j: usize) -> TermsJob {
+        let job = &self.w.jobs[j];
+        TermsJob {
+            partition: String::new(),
+            eligible_since: job.submit,
+            deadline: None,
+            gpus: job.gpus(),
+            request: None,
+            expected_runtime: Some(self.expected_runtime(j)),
+        }
+    }
+
+    /// Job `j`'s expected run time, predicted again only when its history changed.
+    fn expected_runtime(&mut self, j: usize) -> u64 {
         let job = &self.w.jobs[j];
         let version = if self.model.is_some() { self.history_version } else { self.key_version[job.key_id] };
-        let expected = match self.pred[j] {
+        match self.pred[j] {
             _ if self.cfg.perfect_prediction => job.runtime.min(job.limit),
             Some((v, p)) if v == version => p,
             _ => {
@@ -251,37 +262,35 @@ impl<'a> Simulator<'a> {
                 self.pred[j] = Some((version, p));
                 p
             }
-        };
-        TermsInput {
-            now,
-            eligible_since: job.submit,
-            deadline: None,
-            expected_runtime: expected as f64,
-            gpus: job.gpus(),
         }
     }
 
-    /// The priority of pending job `j` at `now` under the multifactor or Fairway policy,
-    /// computed by fairway-core; `None` for the policies without a Slurm priority.
-    pub fn priority(&mut self, j: usize, now: i64) -> Option<u32> {
-        match self.cfg.policy {
-            Policy::Multifactor => {
-                let input = self.job_input(j, now);
-                Some(multifactor::priority(&self.cfg.weights, &multifactor::factors(&self.cfg.weights, &input)))
-            }
-            Policy::Fairway => {
-                let input = self.job_input(j, now);
-                let t = self.terms_input(j, now);
-                let first = self.first_starving.is_first(j as u32);
-                let (_, terms, prio) =
-                    terms::priority_with_terms(&self.cfg.weights, &input, &self.cfg.fairway, &t, first);
-                if let (true, Some(s)) = (self.in_pass, terms.starving_for) {
-                    self.first_starving.note((), j as u32, s);
-                }
-                Some(prio)
-            }
-            Policy::Fifo | Policy::SjfOracle => None,
+    /// The input of `fairway_core::priority` for pending job `j` at `now`: multifactor's
+    /// ([`Simulator::job_input`]), and under the Fairway policy the terms'.
+    pub fn priority_input(&mut self, j: usize, now: i64) -> priority::JobInput {
+        priority::JobInput {
+            job_id: j as u32,
+            factors: self.job_input(j, now),
+            terms: (self.cfg.policy == Policy::Fairway).then(|| self.terms_job(j)),
+            ..priority::JobInput::default()
         }
+    }
+
+    /// What priorities are computed with: the configured weights and terms. Run times
+    /// come with each job's input, so no history is needed here.
+    fn policy(&self) -> priority::Policy<'_> {
+        priority::Policy { weights: &self.cfg.weights, terms: &self.cfg.fairway, history: None, model: None }
+    }
+
+    /// The priority of pending job `j` at `now` under the multifactor or Fairway policy,
+    /// computed by `fairway_core::priority` as the plugin computes it; `None` for the
+    /// policies without a Slurm priority.
+    pub fn priority(&mut self, j: usize, now: i64) -> Option<u32> {
+        if !matches!(self.cfg.policy, Policy::Multifactor | Policy::Fairway) {
+            return None;
+        }
+        let input = self.priority_input(j, now);
+        Some(self.policy().evaluate(&input, self.first_starving.is_first(j as u32)).priority)
     }
 
     /// The fair-share factor of each association (user within account) as last computed.
@@ -420,7 +429,7 @@ impl<'a> Simulator<'a> {
             self.in_grace -= 1;
         }
         self.held_gpu_seconds += (now - self.run_start[j]) as f64 * f64::from(job.gpus());
-        self.unaccounted.push((job.assoc, (now - self.accounted[j]) as f64, job.gpus()));
+        self.charge(j, now, true);
         self.acct_running[job.account] -= u64::from(job.gpus());
     }
 
@@ -574,15 +583,22 @@ impl<'a> Simulator<'a> {
     fn tick(&mut self, now: i64) {
         if matches!(self.cfg.policy, Policy::Multifactor | Policy::Fairway) {
             self.decay_pass(now);
-            self.in_pass = true;
+            // The plugin's pass: each job's priority, then the jobs that go first.
+            // Owned copies, so that reading the jobs may borrow the simulator.
+            let (weights, terms) = (self.cfg.weights.clone(), self.cfg.fairway.clone());
+            let policy = priority::Policy { weights: &weights, terms: &terms, history: None, model: None };
+            let mut first = std::mem::take(&mut self.first_starving);
+            let mut pass = Pass::new(policy, &mut first);
             for i in 0..self.pending.len() {
                 let j = self.pending[i];
-                self.key[j] = self.sort_key(j, now);
+                let input = self.priority_input(j, now);
+                let prio = pass.job(&input).priority;
+                self.key[j] = -i64::from(prio);
             }
-            self.in_pass = false;
-            for j in self.first_starving.end_pass() {
-                self.key[j as usize] = self.sort_key(j as usize, now);
+            for (j, out) in pass.finish() {
+                self.key[j as usize] = -i64::from(out.priority);
             }
+            self.first_starving = first;
             let key = &self.key;
             self.pending.sort_unstable_by_key(|&j| (key[j], j));
         }
@@ -598,7 +614,8 @@ impl<'a> Simulator<'a> {
     }
 
     /// What `slurmctld`'s decay thread does each period: decay all usage by the time since the
-    /// last pass, add the GPU-seconds run since (decayed as Slurm decays them), rerun Fair Tree.
+    /// last pass, charge the running jobs' GPU-seconds since (as the plugin charges them),
+    /// rerun Fair Tree.
     fn decay_pass(&mut self, now: i64) {
         let factor = fairshare::decay_factor(self.cfg.half_life);
         if let Some(last) = self.last_pass {
@@ -610,26 +627,38 @@ impl<'a> Simulator<'a> {
             }
         }
         self.last_pass = Some(now);
-        let mut added = std::mem::take(&mut self.unaccounted);
-        for &(_, j) in &self.running {
-            let job = &self.w.jobs[j];
-            added.push((job.assoc, (now - self.accounted[j]) as f64, job.gpus()));
-            self.accounted[j] = now;
-        }
-        for (assoc, run, gpus) in added {
-            if run <= 0.0 {
-                continue;
-            }
-            let usage = fairshare::decayed_run(factor, run) * f64::from(gpus);
-            let mut node = Some(self.assoc_node[assoc]);
-            while let Some(i) = node {
-                self.tree.nodes[i].usage_raw += usage;
-                node = self.tree.nodes[i].parent;
-            }
+        let running: Vec<usize> = self.running.iter().map(|&(_, j)| j).collect();
+        for j in running {
+            self.charge(j, now, false);
         }
         self.tree.fair_tree(self.assoc_node.len() as u32);
         for (a, &i) in self.assoc_node.iter().enumerate() {
             self.fs[a] = self.tree.nodes[i].fs_factor;
+        }
+    }
+
+    /// Charges job `j`'s current run up to `now` to its association and every one above,
+    /// with the plugin's accrual arithmetic (`fairshare::accrue`; GPUs are the billable
+    /// TRES). `at_end`: the run stops now, as at Slurm's job end.
+    fn charge(&mut self, j: usize, now: i64, at_end: bool) {
+        let job = &self.w.jobs[j];
+        let run = RunningJob {
+            start_time: self.run_start[j],
+            end_time: if at_end { now } else { 0 },
+            end_time_exp: Some(self.run_start[j].saturating_add(job.limit as i64)),
+            time_limit: job.limit.div_ceil(60).min(u64::from(u32::MAX)) as u32,
+            done: at_end,
+            ..RunningJob::default()
+        };
+        let gpus = f64::from(job.gpus());
+        let Some(c) = accrue::charge(&run, self.cfg.half_life, self.accounted[j], now, at_end, |_| gpus) else {
+            return;
+        };
+        self.accounted[j] = now;
+        let mut node = Some(self.assoc_node[job.assoc]);
+        while let Some(i) = node {
+            self.tree.nodes[i].usage_raw += c.real_decay;
+            node = self.tree.nodes[i].parent;
         }
     }
 

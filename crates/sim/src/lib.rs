@@ -24,11 +24,11 @@
 //!     [`fairway_core::multifactor::factors`] and [`fairway_core::multifactor::priority`];
 //!     fair share is Fair Tree ([`fairway_core::fairshare::AssocTree::fair_tree`]) over a
 //!     root → account → user association tree whose GPU-second usage decays with
-//!     [`SimConfig::half_life`] ([`fairway_core::fairshare::real_decay`] and
-//!     [`fairway_core::fairshare::decayed_run`]), updated every calc period as Slurm's decay
-//!     thread does;
-//!   - `fairway`: the same, plus Fairway's terms through
-//!     [`fairway_core::terms::priority_with_terms`] (predicted GPU-time from
+//!     [`SimConfig::half_life`] ([`fairway_core::fairshare::real_decay`]) and accrues as
+//!     the plugin charges it ([`fairway_core::fairshare::accrue::charge`]), updated every
+//!     calc period as Slurm's decay thread does; priorities come from the plugin's own
+//!     route ([`fairway_core::priority::Pass`]);
+//!   - `fairway`: the same, plus Fairway's terms (predicted GPU-time from
 //!     [`fairway_core::predict::RuntimePredictor`], which learns each job's run time when it
 //!     ends; and the starvation bound);
 //!   - `sjf-oracle`: true run time × GPUs, smallest first (not realisable: it knows the future).

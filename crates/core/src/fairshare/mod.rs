@@ -1,5 +1,6 @@
-//! Fair share: the factor, the association tree, and usage decay.
+//! Fair share: the factor, the association tree, usage decay and accrual.
 
+pub mod accrue;
 mod decay;
 mod reset;
 mod tree;

@@ -3,6 +3,7 @@ use fairway_trace::{Job, JobState};
 
 use super::*;
 use crate::SimPreempt;
+use fairway_core::multifactor;
 
 #[allow(clippy::too_many_arguments)] // a table row of the hand-made traces
 fn job(id: &str, submit: i64, runtime: u64, limit: u64, gpus: u32, nodes: u32, user: &str, account: &str) -> Job {
@@ -260,14 +261,15 @@ fn fairway_priority_uses_the_predictor_learning_at_job_end() {
     sim.arrive(0, 0);
     sim.schedule(0);
     sim.arrive(1, 10);
-    assert_eq!(sim.terms_input(1, 10).expected_runtime, 7200.0);
+    assert_eq!(sim.terms_job(1).expected_runtime, Some(7200));
     let before = sim.priority(1, 10).unwrap();
     sim.finish(0, 600);
-    let t = sim.terms_input(1, 600);
-    assert_eq!(t.expected_runtime, 600.0);
+    assert_eq!(sim.terms_job(1).expected_runtime, Some(600));
     let after = sim.priority(1, 600).unwrap();
-    let input = sim.job_input(1, 600);
-    assert_eq!(after, terms::priority_with_terms(&weights, &input, &terms_cfg, &t, false).2);
+    // What the plugin computes from the same input.
+    let input = sim.priority_input(1, 600);
+    let policy = priority::Policy { weights: &weights, terms: &terms_cfg, history: None, model: None };
+    assert_eq!(after, policy.evaluate(&input, false).priority);
     assert!(after > before, "{after} <= {before}");
 }
 
@@ -282,9 +284,9 @@ fn perfect_prediction_prices_each_job_at_its_true_run_time() {
     sim.schedule(0);
     sim.arrive(1, 10);
     // Not the limit, though nothing has ended; and not r1's 600 s after it ends.
-    assert_eq!(sim.terms_input(1, 10).expected_runtime, 900.0);
+    assert_eq!(sim.terms_job(1).expected_runtime, Some(900));
     sim.finish(0, 600);
-    assert_eq!(sim.terms_input(1, 600).expected_runtime, 900.0);
+    assert_eq!(sim.terms_job(1).expected_runtime, Some(900));
 }
 
 #[test]
@@ -315,14 +317,14 @@ fn fairway_priority_predicts_with_a_learned_model_as_the_plugins_do() {
     // Nothing has ended: the model's typical run time, not the limit (last two's answer).
     let cold = model.typical(&RuntimePredictor::default(), &w.jobs[1].request);
     assert!(cold < 7200, "{cold}");
-    assert_eq!(sim.terms_input(1, 10).expected_runtime, cold as f64);
+    assert_eq!(sim.terms_job(1).expected_runtime, Some(cold));
     // r1 ends after 600 s: the prediction follows the history the model now sees.
     sim.finish(0, 600);
     let mut seen = RuntimePredictor::default();
     seen.record_with_limit(&w.jobs[0].request.key, 600, Some(7200));
     let warm = model.typical(&seen, &w.jobs[1].request);
     assert_ne!(warm, cold, "the model should read the job's history");
-    assert_eq!(sim.terms_input(1, 600).expected_runtime, warm as f64);
+    assert_eq!(sim.terms_job(1).expected_runtime, Some(warm));
 }
 
 fn shipped_topology(name: &str) -> fairway_core::topology::Topology {

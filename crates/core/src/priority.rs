@@ -1,0 +1,475 @@
+//! A job's priority under `priority/fairway`: one input in, one decision out.
+//!
+//! Every caller goes the same way: `priority/fairway`'s decay pass and its
+//! `priority_p_set`, `sprio`'s stored factors, and the simulator. The caller reads a job
+//! into one [`JobInput`] (the FFI layer from slurmctld's records, the simulator from its
+//! trace), asks [`Pass::job`] inside a pass over the queue (or [`Policy::evaluate`] for a
+//! single job), and writes the [`JobPriority`] back as it stands. Between the two, all of
+//! the policy is here: multifactor's factors and weighted sums ([`crate::multifactor`]),
+//! the run time the terms assume ([`crate::predict`]), Fairway's terms and the
+//! starvation lift ([`crate::terms`]), one priority per partition and QOS, and the choice
+//! of the job that goes first in each partition ([`FirstStarving`]).
+//!
+//! A new term is added here and in [`crate::terms`] alone: readers and writers copy
+//! fields, they decide nothing.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::PriorityConfig;
+use crate::multifactor::{self, Factors, PartitionInput, QosInput, Weights};
+use crate::predict::{self, JobRequest, LearnedPredictor, RuntimePredictor};
+use crate::terms::{self, FirstStarving, Terms, TermsInput, FIRST_STARVING};
+
+/// Everything a job's priority is computed from, read once per evaluation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobInput {
+    /// The job id.
+    pub job_id: u32,
+    /// The priority an administrator set directly (`scontrol update Priority=`), which
+    /// stands as it is; `None` for a priority the plugin computes.
+    pub admin_priority: Option<u32>,
+    /// Multifactor's inputs.
+    pub factors: multifactor::JobInput,
+    /// Fairway's terms' inputs; `None` when every term is off (nothing to read).
+    pub terms: Option<TermsJob>,
+    /// One entry per partition of a job with several partitions (or, with several QOS,
+    /// its one partition), in `priority_array` order; empty otherwise.
+    pub partitions: Vec<PartitionInput>,
+    /// The QOS of a job that asked for several (Slurm 24.11's `--qos=a,b`), in
+    /// `priority_array` order; empty for the job's one QOS.
+    pub qos: Vec<QosInput>,
+}
+
+/// What Fairway's terms read of a job.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TermsJob {
+    /// The partition, or comma-separated partitions, the job competes in: the group
+    /// within which one starving job goes first.
+    pub partition: String,
+    /// When the job became eligible (0: not yet).
+    pub eligible_since: i64,
+    /// `--deadline`, Unix seconds.
+    pub deadline: Option<i64>,
+    /// GPUs requested.
+    pub gpus: u32,
+    /// What a run-time predictor may know of the job.
+    pub request: Option<JobRequest>,
+    /// The run time to assume when the caller already knows it (the simulator's cached
+    /// or perfect predictions); `None` predicts it from `request`.
+    pub expected_runtime: Option<u64>,
+}
+
+/// `sprio`'s factors, weighted: what the plugin stores on the job for `sprio` to show.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Weighted {
+    /// Age × `PriorityWeightAge`.
+    pub age: f64,
+    /// Association × `PriorityWeightAssoc`.
+    pub assoc: f64,
+    /// Fair share × `PriorityWeightFairshare`.
+    pub fairshare: f64,
+    /// Job size × `PriorityWeightJobSize`.
+    pub job_size: f64,
+    /// Partition × `PriorityWeightPartition`.
+    pub partition: f64,
+    /// QOS × `PriorityWeightQOS`.
+    pub qos: f64,
+    /// Per TRES: factor × weight (empty without `PriorityWeightTRES`).
+    pub tres: Vec<f64>,
+    /// `PriorityWeightTRES`, per TRES (empty without it).
+    pub tres_weights: Vec<f64>,
+    /// The site factor, Fairway's terms included, `NICE_OFFSET`-based.
+    pub site: u32,
+    /// Nice, `NICE_OFFSET`-based.
+    pub nice: u32,
+}
+
+impl Weighted {
+    /// Each factor times its weight, as multifactor stores them for `sprio`.
+    pub fn new(w: &Weights, f: &Factors) -> Self {
+        let with_tres = !w.tres.is_empty() && f.tres.len() == w.tres.len();
+        Self {
+            age: f.age * f64::from(w.age),
+            assoc: f.assoc * f64::from(w.assoc),
+            fairshare: f.fairshare * f64::from(w.fairshare),
+            job_size: f.job_size * f64::from(w.job_size),
+            partition: f.partition * f64::from(w.partition),
+            qos: f.qos * f64::from(w.qos),
+            tres: if with_tres { f.tres.iter().zip(&w.tres).map(|(x, wt)| x * wt).collect() } else { Vec::new() },
+            tres_weights: if with_tres { w.tres.clone() } else { Vec::new() },
+            site: f.site,
+            nice: f.nice,
+        }
+    }
+}
+
+/// A job's priority and everything written back with it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobPriority {
+    /// The job's priority.
+    pub priority: u32,
+    /// The factors for `sprio`; `None` for a priority an administrator set, whose stored
+    /// factors are cleared.
+    pub weighted: Option<Weighted>,
+    /// One priority per partition × QOS pair ([`JobInput::partitions`] ×
+    /// [`JobInput::qos`]); empty for a job with one partition and one QOS.
+    pub per_partition: Vec<u32>,
+    /// Fairway's terms, when any is on.
+    pub terms: Option<Terms>,
+    /// The run time the terms assumed, seconds (prediction, else the time limit).
+    pub expected_runtime: Option<u64>,
+}
+
+impl JobPriority {
+    /// How long the job has starved past `max_wait`, if it has.
+    pub fn starving_for(&self) -> Option<u64> {
+        self.terms.as_ref().and_then(|t| t.starving_for)
+    }
+
+    /// This priority for the job that goes first in its partition.
+    fn first(mut self) -> Self {
+        self.priority = FIRST_STARVING;
+        self.per_partition.fill(FIRST_STARVING);
+        self
+    }
+}
+
+/// What priorities are computed with: slurm.conf's weights, fairway.toml's terms, and
+/// the run-time knowledge behind the predicted-work term.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<'a> {
+    /// Multifactor's weights and flags.
+    pub weights: &'a Weights,
+    /// `[priority]` of fairway.toml.
+    pub terms: &'a PriorityConfig,
+    /// Run times learned at job end.
+    pub history: Option<&'a RuntimePredictor>,
+    /// The learned model (`[predictor] model`), when one is loaded.
+    pub model: Option<&'a LearnedPredictor>,
+}
+
+impl Policy<'_> {
+    /// The job's priority; `first` when it is the job that goes first in its partition
+    /// (see [`FirstStarving`]). With every term off it is multifactor's.
+    pub fn evaluate(&self, job: &JobInput, first: bool) -> JobPriority {
+        if let Some(p) = job.admin_priority {
+            return JobPriority { priority: p, ..JobPriority::default() };
+        }
+        let w = self.weights;
+        let mut factors = multifactor::factors(w, &job.factors);
+        let (terms, expected_runtime) = match &job.terms {
+            Some(t) if terms::any_enabled(self.terms) => {
+                let expected = self.expected_runtime(t);
+                let terms = terms::compute(
+                    self.terms,
+                    &TermsInput {
+                        now: job.factors.now,
+                        eligible_since: t.eligible_since,
+                        deadline: t.deadline,
+                        expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
+                        gpus: t.gpus,
+                    },
+                );
+                let bonus = terms::site_bonus(self.terms, &terms);
+                factors.site = (i64::from(factors.site) + bonus).clamp(0, i64::from(u32::MAX)) as u32;
+                (Some(terms), expected)
+            }
+            _ => (None, None),
+        };
+        let starving = terms.as_ref().is_some_and(|t| t.starving_for.is_some());
+        let lift = |usual| if starving { terms::starving_priority(usual, first) } else { usual };
+        let priority = lift(multifactor::priority(w, &factors));
+        let per_partition = if job.partitions.is_empty() {
+            Vec::new() // most jobs: one partition, one QOS
+        } else {
+            // The job's own QOS is the one `None`.
+            let qos: Vec<Option<QosInput>> =
+                if job.qos.is_empty() { vec![None] } else { job.qos.iter().copied().map(Some).collect() };
+            job.partitions
+                .iter()
+                .flat_map(|p| qos.iter().map(move |&q| (p, q)))
+                .map(|(p, q)| lift(multifactor::priority_in_partition_qos(w, &factors, p, q)))
+                .collect()
+        };
+        JobPriority { priority, weighted: Some(Weighted::new(w, &factors)), per_partition, terms, expected_runtime }
+    }
+
+    /// The run time the terms assume: the caller's, else the prediction from the job's
+    /// history or the learned model (`predict::expected_runtime`).
+    fn expected_runtime(&self, t: &TermsJob) -> Option<u64> {
+        t.expected_runtime.or_else(|| {
+            let req = t.request.as_ref()?;
+            match (self.history, self.model) {
+                (Some(h), model) => predict::expected_runtime(h, model, req),
+                (None, Some(m)) => predict::expected_runtime(&RuntimePredictor::default(), Some(m), req),
+                (None, None) => req.time_limit,
+            }
+        })
+    }
+
+    /// `site_factor/fairway`'s route: the job's new site factor from its current one,
+    /// Fairway's part of it last time (`last`: what was written and Fairway's part of
+    /// it), and its terms; `None` when every term is off.
+    pub fn site_factor(
+        &self,
+        job: &TermsJob,
+        now: i64,
+        current: u32,
+        last: Option<(u32, i64)>,
+        first: bool,
+    ) -> Option<SiteFactor> {
+        if !terms::any_enabled(self.terms) {
+            return None;
+        }
+        let expected = self.expected_runtime(job);
+        let t = terms::compute(
+            self.terms,
+            &TermsInput {
+                now,
+                eligible_since: job.eligible_since,
+                deadline: job.deadline,
+                expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
+                gpus: job.gpus,
+            },
+        );
+        let part = terms::site_contribution(self.terms, &t, first);
+        Some(SiteFactor {
+            site: terms::replace_site_part(current, last, part),
+            part,
+            terms: t,
+            expected_runtime: expected,
+        })
+    }
+}
+
+/// A job's site factor under `site_factor/fairway`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SiteFactor {
+    /// The new site factor, `NICE_OFFSET`-based.
+    pub site: u32,
+    /// Fairway's part of it.
+    pub part: i64,
+    /// The terms behind it.
+    pub terms: Terms,
+    /// The run time the terms assumed, seconds.
+    pub expected_runtime: Option<u64>,
+}
+
+/// One pass over the pending jobs (a decay pass of the plugin, a `PriorityCalcPeriod`
+/// tick of the simulator): each job's priority as it is reached, and at the end the jobs
+/// that go first in their partitions.
+///
+/// During the pass no job is lifted as first: every starving job is a candidate, and
+/// [`Pass::finish`] returns the one chosen per partition with its priority to write. So
+/// after each pass exactly one job per partition holds [`FIRST_STARVING`], and the job
+/// list is walked once.
+pub struct Pass<'p, 'a> {
+    policy: Policy<'a>,
+    first: &'p mut FirstStarving<JobPriority>,
+}
+
+impl<'p, 'a> Pass<'p, 'a> {
+    /// Starts a pass; `first` keeps the jobs that go first between passes.
+    pub fn new(policy: Policy<'a>, first: &'p mut FirstStarving<JobPriority>) -> Self {
+        Self { policy, first }
+    }
+
+    /// The job's priority now; a starving job becomes a candidate to go first.
+    pub fn job(&mut self, job: &JobInput) -> JobPriority {
+        let out = self.policy.evaluate(job, false);
+        if let (Some(t), Some(s)) = (&job.terms, out.starving_for()) {
+            self.first.note(&t.partition, job.job_id, s, || out.clone().first());
+        }
+        out
+    }
+
+    /// Ends the pass: the jobs that now go first in their partitions, each with the
+    /// priority to write, by job id.
+    pub fn finish(self) -> Vec<(u32, JobPriority)> {
+        self.first.end_pass()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Seconds;
+    use crate::multifactor::NICE_OFFSET;
+
+    fn weights() -> Weights {
+        Weights {
+            age: 1000,
+            fairshare: 10_000,
+            job_size: 1000,
+            partition: 1000,
+            max_age: 7 * 86_400,
+            ..Weights::default()
+        }
+    }
+
+    fn job(id: u32, waited: i64, fairshare: f64) -> JobInput {
+        JobInput {
+            job_id: id,
+            factors: multifactor::JobInput {
+                now: 100_000,
+                accrue_time: 100_000 - waited,
+                fairshare,
+                min_cpus: 4,
+                min_nodes: 1,
+                cluster_cpus: 64,
+                node_count: 8,
+                has_assoc: true,
+                part_priority_job_factor: 1,
+                part_norm_priority: 1.0,
+                site_factor: NICE_OFFSET,
+                nice: NICE_OFFSET,
+                ..multifactor::JobInput::default()
+            },
+            terms: Some(TermsJob {
+                partition: "gpu".into(),
+                eligible_since: 100_000 - waited,
+                gpus: 4,
+                expected_runtime: Some(900),
+                ..TermsJob::default()
+            }),
+            ..JobInput::default()
+        }
+    }
+
+    /// A job of 4 CPUs on one of 8 nodes (64 CPUs), waiting an hour, fair share 0.5.
+    fn mf() -> (Weights, JobInput) {
+        let w = Weights { age: 1000, fairshare: 10_000, job_size: 1000, max_age: 7 * 86_400, ..Weights::default() };
+        let mut j = job(1, 3600, 0.5);
+        j.factors.now = 10_000;
+        j.factors.accrue_time = 10_000 - 3600;
+        j.factors.part_priority_job_factor = 0;
+        let t = j.terms.as_mut().unwrap();
+        t.eligible_since = 10_000 - 3600;
+        (w, j)
+    }
+
+    fn starving_since(mut j: JobInput, since: i64) -> JobInput {
+        j.terms.as_mut().unwrap().eligible_since = since;
+        j
+    }
+
+    #[test]
+    fn with_terms_off_it_is_multifactors_sum() {
+        let (w, j) = mf();
+        let out =
+            Policy { weights: &w, terms: &PriorityConfig::default(), history: None, model: None }.evaluate(&j, false);
+        assert_eq!(out.terms, None);
+        // 5.95 (age) + 5000 (fair share) + 1000 × (1/8 + 4/64)/2 = 5099.7
+        assert_eq!(out.priority, 5099);
+    }
+
+    #[test]
+    fn terms_add_the_bonus_or_lift_a_starving_job() {
+        let (w, j) = mf();
+        let c = PriorityConfig { weight_predicted_work: 1000, weight_deadline: 0, max_wait: Some(Seconds(7200)) };
+        let p = Policy { weights: &w, terms: &c, history: None, model: None };
+        // 900 s × 4 GPUs = one GPU-hour: factor 1/2, bonus 500.
+        let out = p.evaluate(&j, false);
+        assert_eq!(out.terms.as_ref().unwrap().predicted_work, 0.5);
+        assert_eq!(out.weighted.as_ref().unwrap().site, NICE_OFFSET + 500);
+        assert_eq!(out.priority, 5099 + 500);
+        let starving = starving_since(j.clone(), 10_000 - 7300);
+        let out = p.evaluate(&starving, false);
+        assert_eq!(out.starving_for(), Some(100));
+        assert_eq!(out.priority, terms::starving_priority(5099 + 500, false));
+        // Starving longer does not reorder starving jobs; their usual priority does.
+        assert_eq!(p.evaluate(&starving_since(j.clone(), 10_000 - 9000), false).priority, out.priority);
+        let mut fairer = starving.clone();
+        fairer.factors.fairshare = 0.6;
+        let fairer = p.evaluate(&fairer, false).priority;
+        assert!(fairer > out.priority);
+        // Except the first starving job of the partition, whatever its usual priority.
+        assert!(p.evaluate(&starving, true).priority > fairer);
+        // `first` means nothing to a job that is not starving.
+        assert_eq!(p.evaluate(&j, true).priority, 5099 + 500);
+    }
+
+    #[test]
+    fn terms_off_is_multifactor() {
+        let w = weights();
+        let off = PriorityConfig::default();
+        let p = Policy { weights: &w, terms: &off, history: None, model: None };
+        let j = job(1, 3600, 0.5);
+        let out = p.evaluate(&j, false);
+        let f = multifactor::factors(&w, &j.factors);
+        assert_eq!(out.priority, multifactor::priority(&w, &f));
+        assert_eq!(out.weighted, Some(Weighted::new(&w, &f)));
+        assert_eq!(out.terms, None);
+        assert!(out.per_partition.is_empty());
+    }
+
+    #[test]
+    fn an_admin_priority_stands() {
+        let w = weights();
+        let c = PriorityConfig { max_wait: Some(Seconds(1)), ..PriorityConfig::default() };
+        let p = Policy { weights: &w, terms: &c, history: None, model: None };
+        let out = p.evaluate(&JobInput { admin_priority: Some(7), ..job(1, 3600, 0.5) }, true);
+        assert_eq!((out.priority, out.weighted, out.per_partition.len()), (7, None, 0));
+    }
+
+    #[test]
+    fn terms_add_to_the_site_factor_and_every_partition() {
+        let w = weights();
+        let c = PriorityConfig { weight_predicted_work: 1000, ..PriorityConfig::default() };
+        let off = PriorityConfig::default();
+        let mut j = job(1, 3600, 0.5);
+        j.partitions = vec![
+            PartitionInput { priority_job_factor: 1, norm_priority: 1.0, tres: vec![] },
+            PartitionInput { priority_job_factor: 1, norm_priority: 0.5, tres: vec![] },
+        ];
+        j.qos = vec![QosInput { priority: 10, norm_priority: 1.0 }];
+        let on = Policy { weights: &w, terms: &c, history: None, model: None }.evaluate(&j, false);
+        let base = Policy { weights: &w, terms: &off, history: None, model: None }.evaluate(&j, false);
+        // 900 s × 4 GPUs is one GPU-hour: half the weight.
+        assert_eq!(on.priority, base.priority + 500);
+        assert_eq!(on.weighted.as_ref().unwrap().site, NICE_OFFSET + 500);
+        assert_eq!(on.per_partition.len(), 2);
+        assert_eq!(on.per_partition[0], base.per_partition[0] + 500);
+        assert_eq!(base.per_partition[0] - base.per_partition[1], 500, "the second partition's factor is half");
+        assert_eq!(on.expected_runtime, Some(900));
+    }
+
+    #[test]
+    fn the_prediction_comes_from_history_when_not_given() {
+        let w = weights();
+        let c = PriorityConfig { weight_predicted_work: 1000, ..PriorityConfig::default() };
+        let key = predict::JobKey { user: 1, account: "a".into(), name: "n".into(), gpus: 4 };
+        let mut h = RuntimePredictor::default();
+        h.record(&key, 800);
+        h.record(&key, 1000);
+        let mut j = job(1, 60, 0.5);
+        let t = j.terms.as_mut().unwrap();
+        t.expected_runtime = None;
+        t.request = Some(JobRequest { key, time_limit: Some(7200), nodes: None, cpus: None, submit: 0 });
+        let out = Policy { weights: &w, terms: &c, history: Some(&h), model: None }.evaluate(&j, false);
+        assert_eq!(out.expected_runtime, Some(900));
+        let no_history = Policy { weights: &w, terms: &c, history: None, model: None }.evaluate(&j, false);
+        assert_eq!(no_history.expected_runtime, Some(7200), "the limit without history");
+    }
+
+    #[test]
+    fn a_pass_lifts_one_job_per_partition_at_its_end() {
+        let w = weights();
+        let c = PriorityConfig { max_wait: Some(Seconds(3600)), ..PriorityConfig::default() };
+        let p = Policy { weights: &w, terms: &c, history: None, model: None };
+        let mut first = FirstStarving::default();
+        let jobs = [job(1, 7200, 0.1), job(2, 9000, 0.1), job(3, 8000, 0.9), job(4, 60, 0.9)];
+        let mut pass = Pass::new(p, &mut first);
+        let out: Vec<JobPriority> = jobs.iter().map(|j| pass.job(j)).collect();
+        // Starving jobs rank above the rest, in their usual order (fair share), none first yet.
+        assert!(out[2].priority > out[0].priority && out[0].priority > out[3].priority);
+        assert!(out.iter().all(|o| o.priority < FIRST_STARVING));
+        let lifted = pass.finish();
+        assert_eq!(lifted.len(), 1);
+        assert_eq!(lifted[0].0, 2, "job 2 has starved longest");
+        assert_eq!(lifted[0].1.priority, FIRST_STARVING);
+        assert!(first.is_first(2));
+        // Outside a pass the chosen job keeps its place.
+        assert_eq!(p.evaluate(&jobs[1], first.is_first(2)).priority, FIRST_STARVING);
+    }
+}
