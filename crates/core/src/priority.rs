@@ -13,11 +13,14 @@
 //! A new term is added here and in [`crate::terms`] alone: readers and writers copy
 //! fields, they decide nothing.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::PriorityConfig;
 use crate::multifactor::{self, Factors, PartitionInput, QosInput, Weights};
-use crate::predict::{self, JobRequest, LearnedPredictor, RuntimePredictor};
+use crate::predict::{self, JobKey, JobRequest, LearnedPredictor, RuntimePredictor};
 use crate::terms::{self, FirstStarving, Terms, TermsInput, FIRST_STARVING};
 
 /// Everything a job's priority is computed from, read once per evaluation.
@@ -290,6 +293,134 @@ impl<'p, 'a> Pass<'p, 'a> {
     }
 }
 
+/// What the priority plugins keep between calls: fairway.toml's `[priority]`, the run
+/// times learned at job end, the learned model, and the jobs that go first in their
+/// partitions (`P`: what is written for such a job, [`JobPriority`] or [`SiteFactor`]).
+///
+/// Safe to share between slurmctld's threads. Lock order: a caller holding slurmctld's
+/// job lock may call any method (they take only these locks, never slurmctld's).
+pub struct State<P> {
+    terms: PriorityConfig,
+    history: Mutex<RuntimePredictor>,
+    model: RwLock<Option<Arc<LearnedPredictor>>>,
+    /// Whether the history changed since [`State::history_to_save`] last took it.
+    learned: AtomicBool,
+    first: Mutex<FirstStarving<P>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere (caught by the plugins' guard); the
+    // data is whole, so keep serving.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<P> State<P> {
+    /// The state at start: `terms` from fairway.toml, the saved run-time history, the
+    /// learned model if one is configured.
+    pub fn new(terms: PriorityConfig, history: RuntimePredictor, model: Option<LearnedPredictor>) -> Self {
+        Self {
+            terms,
+            history: Mutex::new(history),
+            model: RwLock::new(model.map(Arc::new)),
+            learned: AtomicBool::new(false),
+            first: Mutex::new(FirstStarving::default()),
+        }
+    }
+
+    /// fairway.toml's `[priority]`.
+    pub fn terms(&self) -> &PriorityConfig {
+        &self.terms
+    }
+
+    /// Whether any of Fairway's terms is on (else a job's terms need not be read).
+    pub fn enabled(&self) -> bool {
+        terms::any_enabled(&self.terms)
+    }
+
+    /// Runs `f` with the policy under `weights` and the jobs that go first: a whole pass
+    /// or one job. The history is locked meanwhile, so no job end learns halfway through.
+    pub fn with<R>(&self, weights: &Weights, f: impl FnOnce(Policy<'_>, &mut FirstStarving<P>) -> R) -> R {
+        let model = self.model.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let history = lock(&self.history);
+        let mut first = lock(&self.first);
+        let policy = Policy { weights, terms: &self.terms, history: Some(&history), model: model.as_deref() };
+        f(policy, &mut first)
+    }
+
+    /// Learns a finished job's run time.
+    pub fn learn(&self, key: &JobKey, runtime: u64, time_limit: Option<u64>) {
+        lock(&self.history).record_with_limit(key, runtime, time_limit);
+        self.learned.store(true, Ordering::Relaxed);
+    }
+
+    /// The history to save, if it changed since it was last taken.
+    pub fn history_to_save(&self) -> Option<RuntimePredictor> {
+        self.learned.swap(false, Ordering::Relaxed).then(|| lock(&self.history).clone())
+    }
+
+    /// Job keys with learned run times.
+    pub fn history_len(&self) -> usize {
+        lock(&self.history).len()
+    }
+
+    /// Replaces the learned model (`None`: predict from the history alone).
+    pub fn set_model(&self, model: Option<LearnedPredictor>) {
+        *self.model.write().unwrap_or_else(|e| e.into_inner()) = model.map(Arc::new);
+    }
+
+    /// Whether a learned model is in use.
+    pub fn has_model(&self) -> bool {
+        self.model.read().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+}
+
+impl State<JobPriority> {
+    /// One job's priority outside a pass (at submission, on an update): lifted if it is
+    /// the job that goes first in its partition.
+    pub fn evaluate(&self, weights: &Weights, job: &JobInput) -> JobPriority {
+        self.with(weights, |policy, first| policy.evaluate(job, first.is_first(job.job_id)))
+    }
+}
+
+/// One pass of `site_factor/fairway` over the pending jobs: as [`Pass`], for the terms
+/// alone (added to the site factor that `priority/multifactor` sums).
+pub struct SitePass<'p, 'a> {
+    policy: Policy<'a>,
+    first: &'p mut FirstStarving<SiteFactor>,
+}
+
+impl<'p, 'a> SitePass<'p, 'a> {
+    /// Starts a pass; `first` keeps the jobs that go first between passes.
+    pub fn new(policy: Policy<'a>, first: &'p mut FirstStarving<SiteFactor>) -> Self {
+        Self { policy, first }
+    }
+
+    /// The job's new site factor (see [`Policy::site_factor`]); a starving job becomes a
+    /// candidate to go first.
+    pub fn job(
+        &mut self,
+        id: u32,
+        job: &TermsJob,
+        now: i64,
+        current: u32,
+        last: Option<(u32, i64)>,
+    ) -> Option<SiteFactor> {
+        let out = self.policy.site_factor(job, now, current, last, false)?;
+        if let Some(s) = out.terms.starving_for {
+            let policy = self.policy;
+            self.first.note(&job.partition, id, s, || {
+                policy.site_factor(job, now, current, last, true).expect("terms are on")
+            });
+        }
+        Some(out)
+    }
+
+    /// Ends the pass: the jobs that now go first, each with the site factor to write.
+    pub fn finish(self) -> Vec<(u32, SiteFactor)> {
+        self.first.end_pass()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,5 +602,48 @@ mod tests {
         assert!(first.is_first(2));
         // Outside a pass the chosen job keeps its place.
         assert_eq!(p.evaluate(&jobs[1], first.is_first(2)).priority, FIRST_STARVING);
+    }
+
+    #[test]
+    fn the_state_predicts_from_what_it_learned_and_saves_it_once() {
+        let w = weights();
+        let c = PriorityConfig { weight_predicted_work: 1000, ..PriorityConfig::default() };
+        let state: State<JobPriority> = State::new(c, RuntimePredictor::default(), None);
+        let key = predict::JobKey { user: 1, account: "a".into(), name: "n".into(), gpus: 4 };
+        let mut j = job(1, 60, 0.5);
+        let t = j.terms.as_mut().unwrap();
+        t.expected_runtime = None;
+        t.request = Some(JobRequest { key: key.clone(), time_limit: Some(7200), nodes: None, cpus: None, submit: 0 });
+        assert_eq!(state.evaluate(&w, &j).expected_runtime, Some(7200));
+        assert!(state.history_to_save().is_none(), "nothing learned yet");
+        state.learn(&key, 600, Some(7200));
+        state.learn(&key, 800, Some(7200));
+        assert_eq!(state.evaluate(&w, &j).expected_runtime, Some(700));
+        assert_eq!(state.history_to_save().map(|h| h.len()), Some(1));
+        assert!(state.history_to_save().is_none(), "taken once");
+    }
+
+    #[test]
+    fn a_site_pass_lifts_the_longest_starving_job_by_the_first_starving_site_factor() {
+        let w = weights();
+        let c =
+            PriorityConfig { weight_predicted_work: 1000, max_wait: Some(Seconds(3600)), ..PriorityConfig::default() };
+        let state: State<SiteFactor> = State::new(c, RuntimePredictor::default(), None);
+        let jobs = [job(1, 7200, 0.5), job(2, 9000, 0.5), job(3, 60, 0.5)];
+        let (out, lifted) = state.with(&w, |policy, first| {
+            let mut pass = SitePass::new(policy, first);
+            let out: Vec<SiteFactor> = jobs
+                .iter()
+                .map(|j| pass.job(j.job_id, j.terms.as_ref().unwrap(), 100_000, NICE_OFFSET, None).unwrap())
+                .collect();
+            (out, pass.finish())
+        });
+        // 900 s × 4 GPUs: 500 for everyone, and the starving lift for jobs 1 and 2.
+        assert_eq!(out[2].part, 500);
+        assert_eq!(out[0].part, 500 + terms::STARVING_SITE);
+        assert_eq!(out[1].site, NICE_OFFSET + (500 + terms::STARVING_SITE) as u32);
+        assert_eq!(lifted.len(), 1);
+        assert_eq!(lifted[0].0, 2);
+        assert_eq!(lifted[0].1.part, 500 + terms::STARVING_SITE + terms::FIRST_STARVING_SITE);
     }
 }
