@@ -138,23 +138,39 @@ pub fn factors(w: &Weights, j: &JobInput) -> Factors {
         f.job_size = job_size(w, j);
     }
     if j.part_priority_job_factor != 0 && w.partition != 0 {
-        f.partition = if w.flags & flags::NO_NORMAL_PART != 0 {
-            f64::from(j.part_priority_job_factor)
-        } else {
-            j.part_norm_priority
-        };
+        f.partition = partition_factor(w, j.part_priority_job_factor, j.part_norm_priority);
     }
     if j.has_assoc && w.assoc != 0 {
         f.assoc =
             if w.flags & flags::NO_NORMAL_ASSOC != 0 { f64::from(j.assoc_priority) } else { j.assoc_priority_norm };
     }
     if j.qos_priority != 0 && w.qos != 0 {
-        f.qos = if w.flags & flags::NO_NORMAL_QOS != 0 { f64::from(j.qos_priority) } else { j.qos_norm_priority };
+        f.qos = qos_factor(w, j.qos_priority, j.qos_norm_priority);
     }
     if !w.tres.is_empty() {
         f.tres = j.tres.iter().map(|&t| tres_factor(w, t).unwrap_or(0.0)).collect();
     }
     f
+}
+
+/// A partition's factor: its `PriorityJobFactor` as it is under `NO_NORMAL_PART`, else
+/// normalised by the largest of all partitions (`norm_priority`).
+pub fn partition_factor(w: &Weights, priority_job_factor: u16, norm_priority: f64) -> f64 {
+    if w.flags & flags::NO_NORMAL_PART != 0 {
+        f64::from(priority_job_factor)
+    } else {
+        norm_priority
+    }
+}
+
+/// A QOS's factor: its `Priority` as it is under `NO_NORMAL_QOS`, else normalised by the
+/// largest of all QOS (`norm_priority`).
+pub fn qos_factor(w: &Weights, priority: u32, norm_priority: f64) -> f64 {
+    if w.flags & flags::NO_NORMAL_QOS != 0 {
+        f64::from(priority)
+    } else {
+        norm_priority
+    }
 }
 
 /// One TRES factor from (the job's count, the partition's count): raw with
@@ -266,8 +282,7 @@ pub fn priority_in_partition(w: &Weights, f: &Factors, part: &PartitionInput) ->
 /// or QOS (24.11's `_priority_each_qos`): as [`priority_in_partition`], with the QOS
 /// factor of `qos` when that QOS has a priority (else the job's own QOS factor).
 pub fn priority_in_partition_qos(w: &Weights, f: &Factors, part: &PartitionInput, qos: Option<QosInput>) -> u32 {
-    let part_factor =
-        if w.flags & flags::NO_NORMAL_PART != 0 { f64::from(part.priority_job_factor) } else { part.norm_priority };
+    let part_factor = partition_factor(w, part.priority_job_factor, part.norm_priority);
     let part_tres: f64 = if w.tres.is_empty() {
         0.0
     } else {
@@ -276,10 +291,7 @@ pub fn priority_in_partition_qos(w: &Weights, f: &Factors, part: &PartitionInput
         tf.iter().zip(&w.tres).map(|(x, wt)| x * wt).fold(0.0, |acc, x| acc + x)
     };
     let qos_weighted = match qos {
-        Some(q) if q.priority != 0 && w.qos != 0 => {
-            (if w.flags & flags::NO_NORMAL_QOS != 0 { f64::from(q.priority) } else { q.norm_priority })
-                * f64::from(w.qos)
-        }
+        Some(q) if q.priority != 0 && w.qos != 0 => qos_factor(w, q.priority, q.norm_priority) * f64::from(w.qos),
         _ => f.qos * f64::from(w.qos),
     };
     // Not shared with `priority`: Slurm groups these additions differently here, and

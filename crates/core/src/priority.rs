@@ -382,6 +382,26 @@ impl State<JobPriority> {
     }
 }
 
+impl State<SiteFactor> {
+    /// One job's site factor outside a pass (see [`Policy::site_factor`]).
+    pub fn site_factor(
+        &self,
+        id: u32,
+        job: &TermsJob,
+        now: i64,
+        current: u32,
+        last: Option<(u32, i64)>,
+    ) -> Option<SiteFactor> {
+        // The terms alone: multifactor sums the other factors itself.
+        self.with(&Weights::default(), |policy, first| policy.site_factor(job, now, current, last, first.is_first(id)))
+    }
+
+    /// Runs `f` over one pass of `site_factor/fairway` (see [`SitePass`]).
+    pub fn site_pass<R>(&self, f: impl FnOnce(SitePass<'_, '_>) -> R) -> R {
+        self.with(&Weights::default(), |policy, first| f(SitePass::new(policy, first)))
+    }
+}
+
 /// One pass of `site_factor/fairway` over the pending jobs: as [`Pass`], for the terms
 /// alone (added to the site factor that `priority/multifactor` sums).
 pub struct SitePass<'p, 'a> {

@@ -7,6 +7,7 @@ use std::os::raw::c_void;
 use std::sync::OnceLock;
 
 use fairway_core::multifactor::{JobInput, Weights};
+use fairway_core::priority;
 use slurm_sys as sys;
 
 use crate::job::JobRecord;
@@ -34,6 +35,41 @@ pub fn weights() -> Weights {
         max_age: c.priority_max_age,
         favor_small: c.priority_favor_small != 0,
         flags: c.priority_flags,
+    }
+}
+
+/// What the priority route reads of slurm.conf: multifactor's weights and the
+/// fair-share dampening. Read once and again on `scontrol reconfigure`, not per job
+/// (`PriorityWeightTRES` is parsed by Slurm's own parser).
+#[derive(Debug, Clone, Default)]
+pub struct Knobs {
+    /// Multifactor's weights and `PriorityFlags`.
+    pub weights: Weights,
+    /// `FairShareDampeningFactor`.
+    pub damping: u16,
+}
+
+impl Knobs {
+    /// The loaded slurm.conf's.
+    pub fn read() -> Self {
+        Self { weights: weights(), damping: crate::conf::fs_dampening_factor() }
+    }
+
+    /// Re-reads them (`scontrol reconfigure`). Switching between Fair Tree and classic
+    /// fair share recomputes the shares, as multifactor does: Fair Tree normalises them
+    /// per level, classic down the tree.
+    pub fn reread(&mut self) {
+        let new = Self::read();
+        let switched = (self.weights.flags ^ new.weights.flags) & fairway_core::multifactor::flags::FAIR_TREE != 0;
+        if switched && crate::sym::in_slurmctld() {
+            crate::decay::renormalize_shares();
+        }
+        *self = new;
+    }
+
+    /// `PriorityFlags=INCR_ONLY`: priorities never fall.
+    pub fn incr_only(&self) -> bool {
+        self.weights.flags & fairway_core::multifactor::flags::INCR_ONLY != 0
     }
 }
 
@@ -279,7 +315,7 @@ impl JobRecord<'_> {
     /// QOS: then its one partition), in `priority_array` order, with each one's inputs;
     /// empty for a job with one partition and one QOS. 22.05 sorts the partitions by
     /// `PriorityTier` here (in place), as its multifactor does; 24.11 keeps them sorted.
-    pub fn partition_inputs(&mut self, tres_cnt: usize) -> Vec<fairway_core::multifactor::PartitionInput> {
+    fn partition_inputs(&mut self, tres_cnt: usize) -> Vec<fairway_core::multifactor::PartitionInput> {
         let j = self.raw_mut();
         let mut parts: Vec<*mut sys::part_record_t> = Vec::new();
         if !j.part_ptr_list.is_null() {
@@ -309,11 +345,11 @@ impl JobRecord<'_> {
     }
 
     /// The QOS of a job that asked for several (24.11's `--qos=a,b`), in
-    /// `priority_array` order; one `None` (the job's own QOS) otherwise.
-    pub fn qos_inputs(&self) -> Vec<Option<fairway_core::multifactor::QosInput>> {
+    /// `priority_array` order; empty for a job with one QOS.
+    fn qos_inputs(&self) -> Vec<fairway_core::multifactor::QosInput> {
         let j = self.raw();
         if !multi_qos(j) {
-            return vec![None];
+            return Vec::new();
         }
         let _locks = AssocReadLock::take();
         #[cfg(slurm_ge_23_02)]
@@ -322,11 +358,11 @@ impl JobRecord<'_> {
             crate::list::for_each(j.qos_list, |q| {
                 // SAFETY: QOS records of assoc_mgr, under its QOS read lock.
                 let q = unsafe { &*q.cast::<sys::slurmdb_qos_rec_t>() };
-                out.push(Some(fairway_core::multifactor::QosInput {
+                out.push(fairway_core::multifactor::QosInput {
                     priority: q.priority,
                     // SAFETY: as above.
                     norm_priority: unsafe { q.usage.as_ref() }.map_or(0.0, |u| u.norm_priority),
-                }));
+                });
             });
             out
         }
@@ -337,7 +373,7 @@ impl JobRecord<'_> {
     /// Stores per-partition (and per-QOS) priorities, in `partition_inputs` ×
     /// `qos_inputs` order; with `incr_only`, an entry only ever rises. An empty slice
     /// (one partition, one QOS) frees 24.11's per-partition record, as multifactor does.
-    pub fn set_priority_array(&mut self, prios: &[u32], incr_only: bool) {
+    fn set_priority_array(&mut self, prios: &[u32], incr_only: bool) {
         let j = self.raw_mut();
         #[cfg(not(slurm_ge_23_02))]
         {
@@ -387,8 +423,52 @@ impl JobRecord<'_> {
             store(pp.priority_array, prios, incr_only);
         }
     }
+    /// The job as `fairway_core::priority` reads it, at `now`: one read per evaluation.
+    /// `with_terms`: Fairway's terms are on, so their inputs are read too.
+    pub fn priority_input(&mut self, knobs: &Knobs, now: i64, with_terms: bool) -> priority::JobInput {
+        let job_id = self.job_id();
+        if self.direct_set_prio() && self.priority() > 0 {
+            return priority::JobInput { job_id, admin_priority: Some(self.priority()), ..Default::default() };
+        }
+        let tres_cnt = knobs.weights.tres.len();
+        let partitions = self.partition_inputs(tres_cnt);
+        priority::JobInput {
+            job_id,
+            admin_priority: None,
+            factors: self.multifactor_input(now, tres_cnt, knobs.damping),
+            terms: with_terms.then(|| self.terms_job()),
+            qos: if partitions.is_empty() { Vec::new() } else { self.qos_inputs() },
+            partitions,
+        }
+    }
+
+    /// Writes what `fairway_core::priority` decided beside the priority itself: `sprio`'s
+    /// factors and one priority per partition and QOS (with `incr_only` none falls). The
+    /// priority is the caller's to set: slurmctld sets what `priority_p_set` returns,
+    /// and the decay pass applies `INCR_ONLY` to it as multifactor does.
+    pub fn write_priority(&mut self, out: &priority::JobPriority, incr_only: bool) {
+        match &out.weighted {
+            None => self.clear_priority_factors(),
+            Some(w) => {
+                self.store_priority_factors(w);
+                self.set_priority_array(&out.per_partition, incr_only);
+            }
+        }
+        if let (Some(t), true) = (&out.terms, crate::conf::debug_priority()) {
+            tracing::info!(
+                job_id = self.job_id(),
+                expected_runtime = ?out.expected_runtime,
+                predicted_work = t.predicted_work,
+                deadline = t.deadline,
+                starving_for = ?t.starving_for,
+                priority = out.priority,
+                "Fairway terms"
+            );
+        }
+    }
+
     /// The inputs of multifactor's factors for this job, read now.
-    pub fn multifactor_input(&self, now: i64, tres_cnt: usize, calc_fs: impl Fn(f64, f64) -> f64) -> JobInput {
+    fn multifactor_input(&self, now: i64, tres_cnt: usize, damping: u16) -> JobInput {
         let j = self.raw();
         let (cluster_cpus, node_count) = cluster_size();
         let mut input = JobInput {
@@ -446,7 +526,7 @@ impl JobRecord<'_> {
                             crate::decay::set_assoc_usage(fs_ptr);
                             efctv = fairway_read_long_double(std::ptr::addr_of!(fs.usage_efctv).cast());
                         }
-                        calc_fs(efctv, fs.shares_norm)
+                        fairway_core::fairshare::classic_factor(efctv, fs.shares_norm, damping)
                     };
                 }
             }

@@ -9,7 +9,8 @@
 use std::ffi::CStr;
 use std::os::raw::c_void;
 
-use fairway_core::multifactor::{Factors, Weights};
+use fairway_core::multifactor::partition_factor;
+use fairway_core::priority::Weighted;
 use slurm_sys as sys;
 
 use crate::list::SlurmList;
@@ -51,7 +52,7 @@ unsafe fn reset(f: *mut PrioFactors) {
 
 impl JobRecord<'_> {
     /// Stores the weighted factors on the job for `sprio` (job write lock held).
-    pub fn store_priority_factors(&mut self, w: &Weights, f: &Factors) {
+    pub(crate) fn store_priority_factors(&mut self, w: &Weighted) {
         let j = self.raw_mut();
         if j.prio_factors.is_null() {
             j.prio_factors = xcalloc::<PrioFactors>(c"prio_factors");
@@ -61,32 +62,29 @@ impl JobRecord<'_> {
         }
         // SAFETY: non-NULL and exclusively ours under the job write lock.
         let o = unsafe { &mut *j.prio_factors };
-        o.priority_age = f.age * f64::from(w.age);
-        o.priority_assoc = f.assoc * f64::from(w.assoc);
-        o.priority_fs = f.fairshare * f64::from(w.fairshare);
-        o.priority_js = f.job_size * f64::from(w.job_size);
-        o.priority_part = f.partition * f64::from(w.partition);
-        o.priority_qos = f.qos * f64::from(w.qos);
-        o.priority_site = f.site;
-        o.nice = f.nice;
-        if !w.tres.is_empty() && f.tres.len() == w.tres.len() {
-            let n = w.tres.len();
+        o.priority_age = w.age;
+        o.priority_assoc = w.assoc;
+        o.priority_fs = w.fairshare;
+        o.priority_js = w.job_size;
+        o.priority_part = w.partition;
+        o.priority_qos = w.qos;
+        o.priority_site = w.site;
+        o.nice = w.nice;
+        let n = w.tres.len();
+        if n > 0 && w.tres_weights.len() == n {
             // SAFETY: Slurm's allocator, freed with the factors object by slurmctld.
             unsafe {
-                let alloc = || crate::string::xcalloc::<f64>(n, c"tres");
-                o.priority_tres = alloc();
-                o.tres_weights = alloc();
-                for t in 0..n {
-                    *o.priority_tres.add(t) = f.tres[t] * w.tres[t];
-                    *o.tres_weights.add(t) = w.tres[t];
-                }
+                o.priority_tres = crate::string::xcalloc::<f64>(n, c"tres");
+                o.tres_weights = crate::string::xcalloc::<f64>(n, c"tres");
+                std::ptr::copy_nonoverlapping(w.tres.as_ptr(), o.priority_tres, n);
+                std::ptr::copy_nonoverlapping(w.tres_weights.as_ptr(), o.tres_weights, n);
             }
             o.tres_cnt = n as u32;
         }
     }
 
     /// Clears the stored factors (an admin set the priority directly).
-    pub fn clear_priority_factors(&mut self) {
+    pub(crate) fn clear_priority_factors(&mut self) {
         let j = self.raw_mut();
         if !j.prio_factors.is_null() {
             // SAFETY: as in `store_priority_factors`.
@@ -212,7 +210,6 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
         let viewer = Viewer::new(&ctld, uid);
         // Partition weights for jobs in several partitions, read once per request.
         let weights = crate::multifactor::weights();
-        let raw_part = u32::from(weights.flags) & sys::PRIORITY_FLAGS_NO_NORMAL_PART != 0;
         let out = sys::list_create(Some(sys::slurm_destroy_priority_factors_object));
         crate::decay::for_each(*ctld.job_list, |p| {
             let job = &*p.cast::<sys::job_record_t>();
@@ -246,9 +243,8 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
                     sys::slurm_copy_priority_factors_object(obj, job.prio_factors);
                     if multi {
                         let pr = &*part;
-                        (*obj).priority_part =
-                            if raw_part { f64::from(pr.priority_job_factor) } else { pr.norm_priority }
-                                * f64::from(weights.partition);
+                        (*obj).priority_part = partition_factor(&weights, pr.priority_job_factor, pr.norm_priority)
+                            * f64::from(weights.partition);
                         // TRES factors are normalised by this partition's TRES too.
                         let n = ((*obj).tres_cnt as usize).min(weights.tres.len());
                         if !(*obj).priority_tres.is_null() && n > 0 {
@@ -303,8 +299,6 @@ pub unsafe fn factors_list(uid: u32) -> SlurmList {
     let viewer = Viewer::new(&ctld, uid);
     let weights = crate::multifactor::weights();
     let tres_cnt = weights.tres.len();
-    let raw_part = u32::from(weights.flags) & sys::PRIORITY_FLAGS_NO_NORMAL_PART != 0;
-    let raw_qos = u32::from(weights.flags) & sys::PRIORITY_FLAGS_NO_NORMAL_QOS != 0;
     // SAFETY: the locks above keep jobs, partitions and QOS alive; objects and their
     // factors come from Slurm's allocator and the list carries `destroy_light`.
     unsafe {
@@ -345,7 +339,7 @@ pub unsafe fn factors_list(uid: u32) -> SlurmList {
                     sys::slurm_copy_priority_factors(obj.prio_factors, job.prio_factors);
                     let f = &mut *obj.prio_factors;
                     if let Some(pr) = part.as_ref() {
-                        f.priority_part = if raw_part { f64::from(pr.priority_job_factor) } else { pr.norm_priority }
+                        f.priority_part = partition_factor(&weights, pr.priority_job_factor, pr.norm_priority)
                             * f64::from(weights.partition);
                         let n = (f.tres_cnt as usize).min(tres_cnt);
                         if !f.priority_tres.is_null() && n > 0 {
@@ -356,7 +350,8 @@ pub unsafe fn factors_list(uid: u32) -> SlurmList {
                     }
                     if let Some(q) = q.as_ref().filter(|q| q.priority != 0 && weights.qos != 0) {
                         let norm = q.usage.as_ref().map_or(0.0, |u| u.norm_priority);
-                        f.priority_qos = if raw_qos { f64::from(q.priority) } else { norm } * f64::from(weights.qos);
+                        f.priority_qos =
+                            fairway_core::multifactor::qos_factor(&weights, q.priority, norm) * f64::from(weights.qos);
                     }
                 }
             }

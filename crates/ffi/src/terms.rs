@@ -1,45 +1,27 @@
-//! Fairway's terms for a job in slurmctld: reads the job, asks `fairway_core::terms`
-//! and the runtime predictor, and keeps the predictor's history on disk. Shared by
-//! `priority/fairway` and `site_factor/fairway`.
+//! Fairway's terms in slurmctld: `fairway_core::priority::State` loaded from and saved to
+//! `StateSaveLocation`, and what the terms read of a job. Shared by `priority/fairway`
+//! and `site_factor/fairway`; the policy itself is `fairway_core::priority`.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
 
-use fairway_core::config::PriorityConfig;
-use fairway_core::predict::{self, LearnedPredictor, RuntimePredictor};
-use fairway_core::{terms, Config};
+use fairway_core::predict::RuntimePredictor;
+use fairway_core::priority::{State, TermsJob};
+use fairway_core::Config;
 
 use crate::job::JobRecord;
 
-/// The terms of one job, as evaluated now.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Evaluated {
-    /// The unweighted terms.
-    pub terms: terms::Terms,
-    /// Their weighted sum, for the site factor.
-    pub bonus: i64,
-    /// The run time the terms assumed (prediction, else time limit), seconds.
-    pub expected: Option<u64>,
-    /// The `[priority]` settings they were computed with.
-    pub config: PriorityConfig,
-}
-
-/// `[priority]` of fairway.toml plus the runtime history behind it, and the learned
-/// model (`[predictor] model`) when one is configured.
-pub struct TermsState {
-    config: PriorityConfig,
-    predictor: Arc<Mutex<RuntimePredictor>>,
-    model: RwLock<Option<Arc<LearnedPredictor>>>,
+/// The plugins' [`State`] and where its run-time history is kept.
+pub struct TermsState<P> {
+    state: State<P>,
     path: PathBuf,
-    dirty: AtomicBool,
 }
 
-impl TermsState {
-    /// Loads the history (slurmctld only; clients get an empty one).
+impl<P> TermsState<P> {
+    /// Loads the run-time history and the learned model (slurmctld only; clients such
+    /// as `sshare` get neither).
     pub fn load(config: &Config, in_slurmctld: bool) -> Self {
         let path = crate::conf::state_save_location().join(&config.predictor.state_file);
-        let predictor = if in_slurmctld {
+        let history = if in_slurmctld {
             RuntimePredictor::load(&path).unwrap_or_else(|e| {
                 tracing::error!("runtime history unreadable, starting empty: {e}");
                 RuntimePredictor::default()
@@ -47,127 +29,86 @@ impl TermsState {
         } else {
             RuntimePredictor::default()
         };
-        if in_slurmctld && terms::any_enabled(&config.priority) {
-            tracing::info!(
-                "Fairway terms: weight_predicted_work={} weight_deadline={} max_wait={:?}s; runtime history for {} job keys",
-                config.priority.weight_predicted_work,
-                config.priority.weight_deadline,
-                config.priority.max_wait.map(|s| s.0),
-                predictor.len()
-            );
-        }
         let model = if in_slurmctld {
-            crate::conf::learned_model(config).map(|m| m.map(Arc::new)).unwrap_or_else(|e| {
+            crate::conf::learned_model(config).unwrap_or_else(|e| {
                 tracing::error!("{e}; run-time predictions use the mean of the last two runs instead");
                 None
             })
         } else {
             None
         };
-        Self {
-            config: config.priority.clone(),
-            predictor: Arc::new(Mutex::new(predictor)),
-            model: RwLock::new(model),
-            path,
-            dirty: AtomicBool::new(false),
+        let state = State::new(config.priority.clone(), history, model);
+        if in_slurmctld && state.enabled() {
+            let p = state.terms();
+            tracing::info!(
+                "Fairway terms: weight_predicted_work={} weight_deadline={} max_wait={:?}s; runtime history for {} job keys",
+                p.weight_predicted_work,
+                p.weight_deadline,
+                p.max_wait.map(|s| s.0),
+                state.history_len()
+            );
         }
+        Self { state, path }
+    }
+
+    /// The state the policy reads.
+    pub fn state(&self) -> &State<P> {
+        &self.state
     }
 
     /// `scontrol reconfigure` (22.05; 24.05+ restarts slurmctld instead): re-reads
     /// fairway.toml's `[predictor] model`. An unreadable file or model leaves the one in
     /// use, and says why.
     pub fn reconfigure(&self) {
-        match crate::conf::load() {
-            Ok(config) => self.reload_model(&config),
-            Err(e) => tracing::error!("{e}; keeping the run-time model in use"),
-        }
-    }
-
-    fn reload_model(&self, config: &Config) {
-        let mut slot = self.model.write().unwrap_or_else(|e| e.into_inner());
-        match crate::conf::learned_model(config) {
-            Ok(m) => *slot = m.map(Arc::new),
+        let loaded = crate::conf::load().map_err(|e| e.to_string()).and_then(|c| crate::conf::learned_model(&c));
+        match loaded {
+            Ok(m) => self.state.set_model(m),
             Err(e) => tracing::error!(
                 "{e}; keeping the {}",
-                if slot.is_some() { "model loaded before" } else { "mean of the last two runs" }
+                if self.state.has_model() { "model loaded before" } else { "mean of the last two runs" }
             ),
         }
     }
 
-    /// Whether any term is on.
-    pub fn enabled(&self) -> bool {
-        terms::any_enabled(&self.config)
-    }
-
-    fn predictor(&self) -> std::sync::MutexGuard<'_, RuntimePredictor> {
-        self.predictor.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The job's terms at `now`; `None` when all terms are off. Logs them per job under
-    /// `DebugFlags=Priority`.
-    pub fn evaluate(&self, job: &JobRecord<'_>, now: i64) -> Option<Evaluated> {
-        if !self.enabled() {
-            return None;
-        }
-        let model = self.model.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let expected = predict::expected_runtime(&self.predictor(), model.as_deref(), &job.prediction_request());
-        let t = terms::compute(
-            &self.config,
-            &terms::TermsInput {
-                now,
-                eligible_since: job.eligible_since(),
-                deadline: job.deadline(),
-                expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
-                gpus: job.gpus(),
-            },
-        );
-        let bonus = terms::site_bonus(&self.config, &t);
-        if crate::conf::debug_priority() {
-            tracing::info!(
-                job_id = job.job_id(),
-                expected_runtime = ?expected,
-                predicted_work = t.predicted_work,
-                deadline = t.deadline,
-                starving_for = ?t.starving_for,
-                site_bonus = bonus,
-                "Fairway terms"
-            );
-        }
-        Some(Evaluated { terms: t, bonus, expected, config: self.config.clone() })
-    }
-
-    /// Learns a completed job's run time; returns whether it did.
+    /// Learns a job's run time if it completed; returns whether it did.
     pub fn learn(&self, job: &JobRecord<'_>) -> bool {
-        match job.completed_runtime() {
-            Some(runtime) => {
-                self.predictor().record_with_limit(&job.prediction_request().key, runtime, job.time_limit_secs());
-                self.dirty.store(true, Ordering::Relaxed);
-                true
-            }
-            None => false,
-        }
+        let Some(runtime) = job.completed_runtime() else { return false };
+        self.state.learn(&job.prediction_request().key, runtime, job.time_limit_secs());
+        true
     }
 
     /// Saves the history if it changed (call with no slurmctld locks held).
     pub fn save_if_dirty(&self) {
-        if self.dirty.swap(false, Ordering::Relaxed) {
-            let snapshot = self.predictor().clone();
-            if let Err(e) = snapshot.save(&self.path) {
-                tracing::error!("cannot save runtime history: {e}");
-            }
+        if let Some(history) = self.state.history_to_save() {
+            save(&history, &self.path);
         }
     }
 
     /// Saves the history on another thread: for callbacks that run under locks.
     pub fn save_in_background(&self) {
-        if self.dirty.swap(false, Ordering::Relaxed) {
-            let (predictor, path) = (self.predictor.clone(), self.path.clone());
-            std::thread::spawn(move || {
-                let snapshot = predictor.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                if let Err(e) = snapshot.save(&path) {
-                    tracing::error!("cannot save runtime history: {e}");
-                }
-            });
+        if let Some(history) = self.state.history_to_save() {
+            let path = self.path.clone();
+            std::thread::spawn(move || save(&history, &path));
+        }
+    }
+}
+
+fn save(history: &RuntimePredictor, path: &std::path::Path) {
+    if let Err(e) = history.save(path) {
+        tracing::error!("cannot save runtime history: {e}");
+    }
+}
+
+impl JobRecord<'_> {
+    /// What Fairway's terms read of the job.
+    pub fn terms_job(&self) -> TermsJob {
+        TermsJob {
+            partition: self.partition().unwrap_or_default().into_owned(),
+            eligible_since: self.eligible_since(),
+            deadline: self.deadline(),
+            gpus: self.gpus(),
+            request: Some(self.prediction_request()),
+            expected_runtime: None,
         }
     }
 }

@@ -14,46 +14,36 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
-use fairway_core::terms::FirstStarving;
-use fairway_core::{terms, Config};
+use fairway_core::priority::SiteFactor;
+use fairway_core::Config;
 use fairway_ffi::job::{for_each_job, with_job, JobRecord};
-use fairway_ffi::plugin::SiteFactor;
+use fairway_ffi::plugin::SiteFactor as SiteFactorPlugin;
 use fairway_ffi::terms::TermsState;
 
 /// The plugin's state for the life of slurmctld.
 pub struct FairwaySiteFactor {
-    terms: TermsState,
+    terms: TermsState<SiteFactor>,
     /// Per job: the site factor Fairway last wrote and its own part of it. If the job's
     /// site factor still equals what was written, only Fairway's part is replaced;
     /// otherwise someone else set it and it becomes the new base.
     added: Mutex<HashMap<u32, (u32, i64)>>,
     /// When `update` last ran (jobs ending after it are learned from).
     last_update: AtomicI64,
-    /// The longest-starving job of each partition, chosen by the last `update`.
-    first: Mutex<FirstStarving<String>>,
 }
 
 impl FairwaySiteFactor {
-    /// Sets the job's site factor; in `update` (`noting`), a starving job is noted as a
-    /// candidate to go first.
-    fn set_with(&self, job: &mut JobRecord<'_>, now: i64, first: &mut FirstStarving<String>, noting: bool) {
-        let Some(e) = self.terms.evaluate(job, now) else { return };
-        if let (true, Some(s)) = (noting, e.terms.starving_for) {
-            first.note(job.partition().unwrap_or_default().into_owned(), job.job_id(), s);
-        }
-        let mine = terms::site_contribution(&e.config, &e.terms, first.is_first(job.job_id()));
-        let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
-        let site = terms::replace_site_part(job.site_factor(), added.get(&job.job_id()).copied(), mine);
-        job.set_site_factor(site);
-        added.insert(job.job_id(), (site, mine));
+    fn added(&self) -> std::sync::MutexGuard<'_, HashMap<u32, (u32, i64)>> {
+        self.added.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn first(&self) -> std::sync::MutexGuard<'_, FirstStarving<String>> {
-        self.first.lock().unwrap_or_else(|e| e.into_inner())
+    /// Writes a decided site factor and remembers Fairway's part of it.
+    fn write(&self, job: &mut JobRecord<'_>, out: &SiteFactor) {
+        job.set_site_factor(out.site);
+        self.added().insert(job.job_id(), (out.site, out.part));
     }
 }
 
-impl SiteFactor for FairwaySiteFactor {
+impl SiteFactorPlugin for FairwaySiteFactor {
     fn init(config: Config) -> Result<Self, String> {
         fairway_ffi::conf::log_findings(&config);
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
@@ -61,7 +51,6 @@ impl SiteFactor for FairwaySiteFactor {
             terms: TermsState::load(&config, true),
             added: Mutex::new(HashMap::new()),
             last_update: AtomicI64::new(now),
-            first: Mutex::new(FirstStarving::default()),
         })
     }
 
@@ -70,28 +59,39 @@ impl SiteFactor for FairwaySiteFactor {
     }
 
     fn set(&self, job: &mut JobRecord<'_>, now: i64) {
-        self.set_with(job, now, &mut self.first(), false);
+        let state = self.terms.state();
+        if !state.enabled() {
+            return;
+        }
+        let last = self.added().get(&job.job_id()).copied();
+        if let Some(out) = state.site_factor(job.job_id(), &job.terms_job(), now, job.site_factor(), last) {
+            self.write(job, &out);
+        }
     }
 
     fn update(&self, now: i64) {
         let since = self.last_update.swap(now, Ordering::Relaxed);
+        let state = self.terms.state();
         let mut live = HashSet::new();
-        let mut first = self.first();
-        for_each_job(|job| {
-            if job.end_time() > since && job.end_time() <= now {
-                self.terms.learn(job);
-            }
-            if job.is_pending() {
-                self.set_with(job, now, &mut first, true);
-                live.insert(job.job_id());
+        state.site_pass(|mut pass| {
+            for_each_job(|job| {
+                if job.end_time() > since && job.end_time() <= now {
+                    self.terms.learn(job);
+                }
+                if job.is_pending() && state.enabled() {
+                    let last = self.added().get(&job.job_id()).copied();
+                    if let Some(out) = pass.job(job.job_id(), &job.terms_job(), now, job.site_factor(), last) {
+                        self.write(job, &out);
+                    }
+                    live.insert(job.job_id());
+                }
+            });
+            for (id, out) in pass.finish() {
+                with_job(id, |job| self.write(job, &out));
             }
         });
-        for id in first.end_pass() {
-            with_job(id, |job| self.set_with(job, now, &mut first, false));
-        }
-        drop(first);
         // Forget jobs that are no longer pending.
-        self.added.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| live.contains(id));
+        self.added().retain(|id, _| live.contains(id));
         // Called under the job write lock: write the history elsewhere.
         self.terms.save_in_background();
     }
