@@ -6,14 +6,12 @@
 //! `/etc/slurm/fairway.toml:4:8: priority.max_wait: invalid time "2 days": ...`.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer};
-use toml::de::{DeTable, DeValue};
 
 use crate::hostlist::Hostlist;
+pub use crate::toml_file::{FileError, Invalid};
 
 /// The name Fairway looks for in `slurm.conf`'s directory.
 pub const FILE_NAME: &str = "fairway.toml";
@@ -174,58 +172,7 @@ pub(crate) fn slurm_time_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<S
 }
 
 /// A `fairway.toml` that could not be used.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The file exists but could not be read.
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML, or a key is unknown, mistyped or out of range.
-    Invalid(Box<Invalid>),
-}
-
-/// Where and why a `fairway.toml` is invalid.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invalid {
-    /// The file.
-    pub path: PathBuf,
-    /// 1-based line of the offending text.
-    pub line: usize,
-    /// 1-based column of the offending text.
-    pub column: usize,
-    /// Dotted key (`priority.max_wait`), when the error is about one.
-    pub key: Option<String>,
-    /// What is wrong, in TOML's or Fairway's words.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Read { path, source } => write!(f, "cannot read {}: {source}", path.display()),
-            Self::Invalid(i) => {
-                write!(f, "{}:{}:{}: ", i.path.display(), i.line, i.column)?;
-                if let Some(key) = &i.key {
-                    write!(f, "key `{key}`: ")?;
-                }
-                f.write_str(&i.message)
-            }
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Read { source, .. } => Some(source),
-            Self::Invalid(_) => None,
-        }
-    }
-}
+pub type ConfigError = FileError;
 
 impl Config {
     /// Reads and validates `path`. A missing file is not an error: it yields the
@@ -234,61 +181,14 @@ impl Config {
         match std::fs::read_to_string(path) {
             Ok(text) => Self::parse(&text, path).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(ConfigError::Read { path: path.to_path_buf(), source }),
+            Err(source) => Err(FileError::Read { path: path.to_path_buf(), source }),
         }
     }
 
     /// Parses `text`; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| {
-            let span = e.span().unwrap_or(0..0);
-            let (line, column) = line_col(text, span.start);
-            let key = DeTable::parse(text).ok().and_then(|t| key_at(t.get_ref(), span.start, ""));
-            // toml's message may already end in a newline; keep one line per error.
-            let message = e.message().trim().to_string();
-            ConfigError::Invalid(Box::new(Invalid { path: path.to_path_buf(), line, column, key, message }))
-        })
+        crate::toml_file::parse(text, path)
     }
-}
-
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
-}
-
-fn contains(span: &Range<usize>, pos: usize) -> bool {
-    span.start <= pos && pos < span.end.max(span.start + 1)
-}
-
-/// The deepest dotted key whose key or value text covers byte `pos`; entries of an
-/// array of tables are named by position (`gpu[2].numa`).
-pub(crate) fn key_at(table: &DeTable<'_>, pos: usize, prefix: &str) -> Option<String> {
-    for (k, v) in table {
-        let dotted = if prefix.is_empty() { k.get_ref().to_string() } else { format!("{prefix}.{}", k.get_ref()) };
-        match v.get_ref() {
-            DeValue::Table(inner) => {
-                if let Some(deeper) = key_at(inner, pos, &dotted) {
-                    return Some(deeper);
-                }
-            }
-            DeValue::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    if let DeValue::Table(inner) = item.get_ref() {
-                        if let Some(deeper) = key_at(inner, pos, &format!("{dotted}[{i}]")) {
-                            return Some(deeper);
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-        if contains(&k.span(), pos) || contains(&v.span(), pos) {
-            return Some(dotted);
-        }
-    }
-    None
 }
 
 #[cfg(test)]

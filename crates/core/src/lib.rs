@@ -8,6 +8,7 @@
 //! - [`check`]: `fairway.toml` against `slurm.conf`'s priority settings.
 //! - [`config`]: `fairway.toml`, parsed into typed structs and validated with
 //!   messages that name the file, line and key.
+//! - [`toml_file`]: errors in Fairway's TOML files, with file, line, column and key.
 //! - [`time`]: Slurm's time-limit syntax (`days-hours:minutes:seconds`).
 //! - [`fairshare`]: fair-share arithmetic shared by the priority plugin and `sshare`.
 //! - [`multifactor`]: `priority/multifactor`'s factors and weighted sum.
@@ -35,6 +36,7 @@ pub mod priority;
 pub mod submit;
 pub mod terms;
 pub mod time;
+pub mod toml_file;
 pub mod topology;
 
 pub use config::{Config, ConfigError};

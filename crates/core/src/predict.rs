@@ -191,21 +191,21 @@ impl RuntimePredictor {
     }
 
     /// Loads saved history; a missing file is an empty predictor.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, PredictError> {
+        let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
         match std::fs::read(path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display())),
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| err(e.to_string())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Err(e) => Err(err(e.to_string())),
         }
     }
 
     /// Saves history atomically (write, then rename).
-    pub fn save(&self, path: &Path) -> Result<(), String> {
+    pub fn save(&self, path: &Path) -> Result<(), PredictError> {
+        let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
         let tmp = path.with_extension("json.new");
-        let json = serde_json::to_vec(self).map_err(|e| e.to_string())?;
-        std::fs::write(&tmp, json)
-            .and_then(|_| std::fs::rename(&tmp, path))
-            .map_err(|e| format!("{}: {e}", path.display()))
+        let json = serde_json::to_vec(self).map_err(|e| err(e.to_string()))?;
+        std::fs::write(&tmp, json).and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| err(e.to_string()))
     }
 }
 

@@ -125,6 +125,25 @@ pub struct Rejection {
     pub message: String,
 }
 
+impl From<fairway_core::submit::Rejection> for Rejection {
+    /// The rules' refusal with the Slurm error whose text `sbatch` prints after it: the
+    /// one place a kind of refusal becomes a Slurm code.
+    fn from(r: fairway_core::submit::Rejection) -> Self {
+        use fairway_core::submit::RejectKind as Kind;
+        use slurm_sys as sys;
+        let rc = match r.kind {
+            Kind::Directive => libc::EINVAL, // "Invalid argument"
+            Kind::Gres => sys::ESLURM_INVALID_GRES as i32,
+            Kind::Tasks => sys::ESLURM_BAD_TASK_COUNT as i32,
+            Kind::Qos => sys::ESLURM_INVALID_QOS as i32,
+            Kind::Unchecked => sys::ESLURM_ACCESS_DENIED as i32,
+            // A kind this build does not know yet: refuse, with the rule's own words.
+            _ => sys::ESLURM_ACCESS_DENIED as i32,
+        };
+        Self { rc, message: r.message }
+    }
+}
+
 /// What a `job_submit` rule decided: accepted (with an optional note for the user) or
 /// rejected.
 pub type Verdict = Result<Option<String>, Rejection>;

@@ -105,6 +105,7 @@ impl Default for TrainConfig {
 
 /// Why a model could not be trained, loaded or saved.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PredictError {
     /// Too few jobs to fit and calibrate.
     #[error("need at least {need} jobs with known run times to train, got {got}")]

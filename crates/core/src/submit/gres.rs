@@ -29,9 +29,16 @@ impl GpuSpec {
     }
 }
 
-/// The GPU part of a TRES string; `Ok(None)` when it asks for no GPUs. Errors are
-/// for the user ("cannot read `gres:gpu:x:y`").
-pub fn gpus(tres: &str) -> Result<Option<GpuSpec>, String> {
+/// A GPU request that cannot be read; its message is for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot read the GPU request `{entry}`: expected gpu[:type][:count]")]
+pub struct GresError {
+    /// The TRES entry as written.
+    pub entry: String,
+}
+
+/// The GPU part of a TRES string; `Ok(None)` when it asks for no GPUs.
+pub fn gpus(tres: &str) -> Result<Option<GpuSpec>, GresError> {
     let mut found: Option<GpuSpec> = None;
     for entry in tres.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let rest = entry.strip_prefix("gres:").or_else(|| entry.strip_prefix("gres/")).unwrap_or(entry);
@@ -40,7 +47,7 @@ pub fn gpus(tres: &str) -> Result<Option<GpuSpec>, String> {
             continue;
         }
         let fields: Vec<&str> = parts.collect();
-        let bad = || format!("cannot read the GPU request `{entry}`: expected gpu[:type][:count]");
+        let bad = || GresError { entry: entry.to_string() };
         let (gres_type, count) = match fields.as_slice() {
             [] => (None, 1),
             [c] if c.bytes().all(|b| b.is_ascii_digit()) => (None, count(c).ok_or_else(bad)?),
@@ -111,7 +118,7 @@ mod tests {
         assert_eq!(gpus("gres:shard:2").unwrap(), None);
         assert_eq!(gpus("").unwrap(), None);
         assert_eq!(gpus("gres:gpu:0").unwrap(), None);
-        assert!(gpus("gres:gpu:a:b:c").unwrap_err().contains("gpu[:type][:count]"));
+        assert!(gpus("gres:gpu:a:b:c").unwrap_err().to_string().contains("gpu[:type][:count]"));
         assert!(gpus("gres:gpu:a100:lots").is_err());
     }
 

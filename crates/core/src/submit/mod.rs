@@ -162,12 +162,12 @@ impl JobRequest {
 
     /// The GPUs requested per node (`--gres`, `--gpus-per-node`).
     fn per_node(&self) -> Result<Option<GpuSpec>, Rejection> {
-        self.tres_per_node.as_deref().map_or(Ok(None), |t| gres::gpus(t).map_err(Rejection::gres))
+        self.tres_per_node.as_deref().map_or(Ok(None), |t| gres::gpus(t).map_err(|e| Rejection::gres(e.to_string())))
     }
 
     /// The GPUs requested for the whole job (`--gpus`).
     fn per_job(&self) -> Result<Option<GpuSpec>, Rejection> {
-        self.tres_per_job.as_deref().map_or(Ok(None), |t| gres::gpus(t).map_err(Rejection::gres))
+        self.tres_per_job.as_deref().map_or(Ok(None), |t| gres::gpus(t).map_err(|e| Rejection::gres(e.to_string())))
     }
 
     fn asks_gpus_otherwise(&self) -> bool {
@@ -220,6 +220,7 @@ pub struct Site<'a> {
 
 /// Which Slurm error a refusal maps to (the second line `sbatch` prints).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RejectKind {
     /// The directive or another free-text field.
     Directive,

@@ -3,65 +3,17 @@
 //! of [`crate::topology`]).
 
 use std::collections::HashSet;
-use std::fmt;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use toml::de::DeTable;
 use toml::Spanned;
 
 use super::{CoreSet, Cpu, Gpu, MigInstance, NumaNode, NvLinks, Topology, MAX_GPUS, MAX_LANES_PER_GPU};
-use crate::config::{key_at, line_col, Invalid};
+use crate::toml_file::FileError;
 
 /// A topology file that could not be used.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum TopologyError {
-    /// The file could not be read.
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Not valid TOML, an unknown or mistyped key, or a topology that cannot be.
-    Invalid(Box<Invalid>),
-}
-
-impl TopologyError {
-    /// Where and why, for an invalid file.
-    pub fn invalid(&self) -> Option<&Invalid> {
-        match self {
-            Self::Invalid(i) => Some(i),
-            Self::Read { .. } => None,
-        }
-    }
-}
-
-impl fmt::Display for TopologyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Read { path, source } => write!(f, "cannot read {}: {source}", path.display()),
-            Self::Invalid(i) => {
-                write!(f, "{}:{}:{}: ", i.path.display(), i.line, i.column)?;
-                if let Some(key) = &i.key {
-                    write!(f, "key `{key}`: ")?;
-                }
-                f.write_str(&i.message)
-            }
-        }
-    }
-}
-
-impl std::error::Error for TopologyError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Read { source, .. } => Some(source),
-            Self::Invalid(_) => None,
-        }
-    }
-}
+pub type TopologyError = FileError;
 
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -142,14 +94,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn err(&self, span: Range<usize>, key: impl Into<String>, message: impl Into<String>) -> TopologyError {
-        let (line, column) = line_col(self.text, span.start);
-        TopologyError::Invalid(Box::new(Invalid {
-            path: self.path.to_path_buf(),
-            line,
-            column,
-            key: Some(key.into()),
-            message: message.into(),
-        }))
+        FileError::at(self.text, self.path, span.start, Some(key.into()), message.into())
     }
 }
 
@@ -180,19 +125,13 @@ impl Topology {
     /// Reads and checks a topology file.
     pub fn load(path: &Path) -> Result<Self, TopologyError> {
         let text =
-            std::fs::read_to_string(path).map_err(|source| TopologyError::Read { path: path.to_path_buf(), source })?;
+            std::fs::read_to_string(path).map_err(|source| FileError::Read { path: path.to_path_buf(), source })?;
         Self::parse(&text, path)
     }
 
     /// Parses and checks `text`; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Self, TopologyError> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| {
-            let span = e.span().unwrap_or(0..0);
-            let (line, column) = line_col(text, span.start);
-            let key = DeTable::parse(text).ok().and_then(|t| key_at(t.get_ref(), span.start, ""));
-            let message = e.message().trim().to_string();
-            TopologyError::Invalid(Box::new(Invalid { path: path.to_path_buf(), line, column, key, message }))
-        })?;
+        let raw: RawFile = crate::toml_file::parse(text, path)?;
         Ctx { text, path }.build(raw)
     }
 

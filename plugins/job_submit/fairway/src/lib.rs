@@ -17,10 +17,10 @@ use std::time::SystemTime;
 
 use fairway_core::predict::{JobRequest as PredictionRequest, LearnedPredictor, RuntimePredictor};
 use fairway_core::submit::partitions::Partitions;
-use fairway_core::submit::{self, JobRequest, Mode, RejectKind, Site};
+use fairway_core::submit::{self, JobRequest, Mode, Site};
 use fairway_core::Config;
 use fairway_ffi::job::JobDesc;
-use fairway_ffi::plugin::{JobSubmit, Rejection, Verdict};
+use fairway_ffi::plugin::{JobSubmit, Verdict};
 
 /// A file re-read when its modification time changes.
 struct Watched<T> {
@@ -37,7 +37,7 @@ impl<T> Watched<T> {
 
     /// The current value, reloading first if the file changed. A failed reload keeps
     /// the last good value (and is not retried until the file changes again).
-    fn get(&mut self, load: impl FnOnce(&Path) -> Result<T, String>) -> Arc<T> {
+    fn get<E: std::fmt::Display>(&mut self, load: impl FnOnce(&Path) -> Result<T, E>) -> Arc<T> {
         let now = mtime(&self.path);
         if now != self.mtime {
             self.mtime = now;
@@ -130,22 +130,6 @@ impl FairwayJobSubmit {
     }
 }
 
-/// The Slurm error whose text `sbatch` prints after the rule's message.
-fn rc(kind: RejectKind) -> i32 {
-    use fairway_ffi::__private::slurm_sys as sys;
-    (match kind {
-        RejectKind::Directive => return libc::EINVAL, // "Invalid argument"
-        RejectKind::Gres => sys::ESLURM_INVALID_GRES,
-        RejectKind::Tasks => sys::ESLURM_BAD_TASK_COUNT,
-        RejectKind::Qos => sys::ESLURM_INVALID_QOS,
-        RejectKind::Unchecked => sys::ESLURM_ACCESS_DENIED,
-    }) as i32
-}
-
-fn rejection(r: submit::Rejection) -> Rejection {
-    Rejection { rc: rc(r.kind), message: r.message }
-}
-
 impl JobSubmit for FairwayJobSubmit {
     fn init(config: Config) -> Result<Self, String> {
         let toml = fairway_ffi::conf::fairway_toml_path();
@@ -196,7 +180,7 @@ impl JobSubmit for FairwayJobSubmit {
             }
             Err(r) => {
                 tracing::info!(submit_uid, name = ?req.name, "job_submit: rejected: {}", r.message);
-                Err(rejection(r))
+                Err(r.into())
             }
         }
     }
@@ -215,7 +199,7 @@ impl JobSubmit for FairwayJobSubmit {
             Ok(_) => Ok(None),
             Err(r) => {
                 tracing::info!(submit_uid, "job_modify: rejected: {}", r.message);
-                Err(rejection(r))
+                Err(r.into())
             }
         }
     }
