@@ -40,6 +40,8 @@ pub mod multifactor;
 pub mod nvml;
 pub mod plugin;
 #[cfg(feature = "internal")]
+pub mod record;
+#[cfg(feature = "internal")]
 pub mod sprio;
 mod string;
 pub mod sym;

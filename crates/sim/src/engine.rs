@@ -54,6 +54,25 @@ struct Round {
     victims: Vec<usize>,
 }
 
+/// One priority pass over `jobs` as `priority/fairway` runs it in slurmctld
+/// ([`priority::Pass`]): `out` gets each job's decision, then again the jobs that go first
+/// with their lifted priority. The simulator's passes are this; tests replay a pass
+/// recorded in a real slurmctld through it.
+pub fn priority_pass(
+    policy: priority::Policy<'_>,
+    first: &mut FirstStarving<JobPriority>,
+    jobs: impl IntoIterator<Item = priority::JobInput>,
+    mut out: impl FnMut(u32, &JobPriority),
+) {
+    let mut pass = Pass::new(policy, first);
+    for job in jobs {
+        out(job.job_id, &pass.job(&job));
+    }
+    for (id, lifted) in pass.finish() {
+        out(id, &lifted);
+    }
+}
+
 /// The reservation of EASY backfill for the first job that does not fit.
 struct Reservation {
     /// When the job will start at the latest (by the running jobs' limits).
@@ -238,6 +257,11 @@ impl<'a> Simulator<'a> {
     /// the same key; capped by the limit, the limit without history. With
     /// [`SimConfig::perfect_prediction`], the job's true run time. One partition.
     pub fn terms_job(&mut self, j: usize) -> TermsJob {
+        let runtime = self.expected_runtime(j);
+        self.terms_job_with(j, runtime)
+    }
+
+    fn terms_job_with(&self, j: usize, expected_runtime: u64) -> TermsJob {
         let job = &self.w.jobs[j];
         TermsJob {
             partition: String::new(),
@@ -245,7 +269,7 @@ impl<'a> Simulator<'a> {
             deadline: None,
             gpus: job.gpus(),
             request: None,
-            expected_runtime: Some(self.expected_runtime(j)),
+            expected_runtime: Some(expected_runtime),
         }
     }
 
@@ -268,10 +292,15 @@ impl<'a> Simulator<'a> {
     /// The input of `fairway_core::priority` for pending job `j` at `now`: multifactor's
     /// ([`Simulator::job_input`]), and under the Fairway policy the terms'.
     pub fn priority_input(&mut self, j: usize, now: i64) -> priority::JobInput {
+        let runtime = self.expected_runtime(j);
+        self.priority_input_with(j, now, runtime)
+    }
+
+    fn priority_input_with(&self, j: usize, now: i64, expected_runtime: u64) -> priority::JobInput {
         priority::JobInput {
             job_id: j as u32,
             factors: self.job_input(j, now),
-            terms: (self.cfg.policy == Policy::Fairway).then(|| self.terms_job(j)),
+            terms: (self.cfg.policy == Policy::Fairway).then(|| self.terms_job_with(j, expected_runtime)),
             ..priority::JobInput::default()
         }
     }
@@ -584,21 +613,18 @@ impl<'a> Simulator<'a> {
         if matches!(self.cfg.policy, Policy::Multifactor | Policy::Fairway) {
             self.decay_pass(now);
             // The plugin's pass: each job's priority, then the jobs that go first.
-            // Owned copies, so that reading the jobs may borrow the simulator.
-            let (weights, terms) = (self.cfg.weights.clone(), self.cfg.fairway.clone());
-            let policy = priority::Policy { weights: &weights, terms: &terms, history: None, model: None };
+            // Predictions first (cached per job), so that reading the jobs needs no `&mut`.
+            let runtimes: Vec<u64> = (0..self.pending.len()).map(|i| self.expected_runtime(self.pending[i])).collect();
             let mut first = std::mem::take(&mut self.first_starving);
-            let mut pass = Pass::new(policy, &mut first);
-            for i in 0..self.pending.len() {
-                let j = self.pending[i];
-                let input = self.priority_input(j, now);
-                let prio = pass.job(&input).priority;
-                self.key[j] = -i64::from(prio);
-            }
-            for (j, out) in pass.finish() {
-                self.key[j as usize] = -i64::from(out.priority);
-            }
+            let inputs = self.pending.iter().zip(&runtimes).map(|(&j, &rt)| self.priority_input_with(j, now, rt));
+            let policy =
+                priority::Policy { weights: &self.cfg.weights, terms: &self.cfg.fairway, history: None, model: None };
+            let mut prios = Vec::with_capacity(self.pending.len());
+            priority_pass(policy, &mut first, inputs, |j, out| prios.push((j, out.priority)));
             self.first_starving = first;
+            for (j, p) in prios {
+                self.key[j as usize] = -i64::from(p);
+            }
             let key = &self.key;
             self.pending.sort_unstable_by_key(|&j| (key[j], j));
         }

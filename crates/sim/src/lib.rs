@@ -67,7 +67,7 @@ use fairway_core::config::{PriorityConfig, Seconds};
 use fairway_core::multifactor::Weights;
 use serde::Serialize;
 
-pub use engine::{JobOutcome, SimResult, Simulator};
+pub use engine::{priority_pass, JobOutcome, SimResult, Simulator};
 pub use metrics::{jain, percentile, water_fill, Metrics};
 pub use placement::PlacementStats;
 pub use preemption::{PreemptStats, SimPreempt};

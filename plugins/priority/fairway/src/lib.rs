@@ -19,6 +19,7 @@ use fairway_core::Config;
 use fairway_ffi::job::{self, JobRecord};
 use fairway_ffi::multifactor::Knobs;
 use fairway_ffi::plugin::{Priority, PriorityOf};
+use fairway_ffi::record::PassRecord;
 use fairway_ffi::terms::TermsState;
 
 /// The plugin's state for the life of the host process.
@@ -59,20 +60,25 @@ impl Priority for FairwayPriority {
 
     fn priority_pass(&self, walk: &mut dyn FnMut(&mut PriorityOf<'_>)) {
         let (knobs, state) = (self.knobs(), self.terms.state());
+        let mut record = PassRecord::default();
         state.with(&knobs.weights, |policy, first| {
             let mut pass = Pass::new(policy, first);
             walk(&mut |job, now| {
-                let out = pass.job(&job.priority_input(&knobs, now, state.enabled()));
+                let input = job.priority_input(&knobs, now, state.enabled());
+                let out = pass.job(&input);
                 job.write_priority(&out, knobs.incr_only());
+                record.job(&input, &out);
                 out.priority
             });
             // The jobs that now go first get their lifted priority in this pass.
-            for (id, out) in pass.finish() {
-                job::with_job(id, |job| {
-                    job.write_priority(&out, knobs.incr_only());
+            let first = pass.finish();
+            for (id, out) in &first {
+                job::with_job(*id, |job| {
+                    job.write_priority(out, knobs.incr_only());
                     job.set_priority(out.priority);
                 });
             }
+            record.finish(&first);
         });
     }
 

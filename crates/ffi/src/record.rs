@@ -1,0 +1,44 @@
+//! A test hook (feature `fault-injection`, never in releases): every priority pass's
+//! inputs and decisions, one JSON line per job, written to
+//! `StateSaveLocation/fairway-last-pass.jsonl` at the end of the pass. Tests replay a pass
+//! slurmctld really ran through the simulator's path and compare. Without the feature
+//! every method is empty.
+
+use fairway_core::priority::{JobInput, JobPriority};
+
+/// The record of the pass in progress.
+#[derive(Default)]
+pub struct PassRecord {
+    #[cfg(feature = "fault-injection")]
+    lines: Vec<String>,
+}
+
+impl PassRecord {
+    /// Records one job's input and the decision for it.
+    #[allow(unused_variables)]
+    pub fn job(&mut self, input: &JobInput, out: &JobPriority) {
+        #[cfg(feature = "fault-injection")]
+        if let Ok(line) = serde_json::to_string(&serde_json::json!({ "input": input, "output": out })) {
+            self.lines.push(line);
+        }
+    }
+
+    /// Ends the pass with the jobs that go first, and writes the record (temp file, then
+    /// rename, so a reader never sees half a pass).
+    #[allow(unused_variables)]
+    pub fn finish(self, first: &[(u32, JobPriority)]) {
+        #[cfg(feature = "fault-injection")]
+        {
+            let mut lines = self.lines;
+            if let Ok(line) = serde_json::to_string(&serde_json::json!({ "first": first })) {
+                lines.push(line);
+            }
+            let path = crate::conf::state_save_location().join("fairway-last-pass.jsonl");
+            let tmp = path.with_extension("jsonl.new");
+            let written = std::fs::write(&tmp, lines.join("\n") + "\n").and_then(|_| std::fs::rename(&tmp, &path));
+            if let Err(e) = written {
+                tracing::error!("cannot write {}: {e}", path.display());
+            }
+        }
+    }
+}
