@@ -11,7 +11,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-slurm demo bench-priority bench-submit fuzz clean
+.PHONY: cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz clean
 
 ## setup: system packages, test users, and the configured Slurm source tree (idempotent)
 setup:
@@ -37,6 +37,11 @@ lint: setup
 test-unit: setup
 	$(CARGO) test --workspace --exclude fairway-tests
 
+## test-cli-standalone: the fairway command built in a bare Debian container (no Slurm, no libclang),
+## its binary free of Slurm libraries
+test-cli-standalone: setup
+	bash scripts/cli-without-slurm.sh
+
 ## test-slurm: tests on a real Slurm started by the harness (serial: one cluster at a time)
 test-slurm: plugins
 	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/test $(CARGO) test -p fairway-tests -- --test-threads=1
@@ -47,7 +52,7 @@ test-e2e: setup
 	for v in $(E2E_VERSIONS); do $(MAKE) --no-print-directory e2e SLURM=$$v; done
 
 ## test: every test
-test: lint test-unit test-slurm test-e2e
+test: lint test-unit test-cli-standalone test-slurm test-e2e
 
 ## demo: the docker cluster of $(SLURM) (24.11 by default) running a mix of AI jobs; left up
 demo: cluster-up

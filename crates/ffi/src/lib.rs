@@ -12,12 +12,12 @@
 //! - [`sym`]: run-time lookup of symbols only `slurmctld` exports, so the same plugin
 //!   also loads in `sshare` and test programs.
 //! - [`conf`]: where `fairway.toml` is (beside `slurm.conf`) and loading it.
-//! - `nvml` (feature `nvml`): the two NVML calls `nvml-wrapper` lacks (MIG instance ids),
-//!   for `fairway-topo-detect`.
 //! - [`plugin`]: the `plugin_name` / `plugin_type` / `plugin_version` symbols and one
 //!   macro per plugin type ([`priority_plugin!`], [`job_submit_plugin!`]).
 //!
-//! All hand-written `unsafe` in Fairway is in this crate; each block says why it holds.
+//! All hand-written `unsafe` in Fairway is in this crate and in `fairway-nvml` (the two NVML
+//! calls `nvml-wrapper` lacks, kept apart so the `fairway` command builds without Slurm);
+//! each block says why it holds.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -36,8 +36,6 @@ pub mod list;
 pub mod log;
 #[cfg(feature = "internal")]
 pub mod multifactor;
-#[cfg(feature = "nvml")]
-pub mod nvml;
 pub mod plugin;
 #[cfg(feature = "internal")]
 pub mod record;

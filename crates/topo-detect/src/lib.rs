@@ -17,7 +17,8 @@
 //! all-to-all with the smallest such count per GPU, which is what `nvidia-smi topo -m`
 //! shows (`NV18` on DGX H100). Other non-GPU ends (IBM NPU bridges on POWER9) would be
 //! misread as a switch; Fairway does not support those.
-// The NVML calls nvml-wrapper lacks are wrapped in fairway-ffi, with Fairway's other unsafe code.
+// The NVML calls nvml-wrapper lacks are wrapped in fairway-nvml, so no unsafe is needed here
+// and nothing here links Slurm.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

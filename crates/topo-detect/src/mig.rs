@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use fairway_core::topology::MigInstance;
-use fairway_ffi::nvml::{compute_instance_id, gpu_instance_id};
+use fairway_nvml::{compute_instance_id, gpu_instance_id};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Device;
 
