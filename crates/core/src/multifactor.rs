@@ -28,7 +28,7 @@ pub mod flags {
 }
 
 /// The slurm.conf knobs behind the factors.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Weights {
     /// `PriorityWeightAge`.
     pub age: u32,

@@ -4,16 +4,25 @@
 //! slurmctld really ran through the simulator's path and compare. Without the feature
 //! every method is empty.
 
+use fairway_core::multifactor::Weights;
 use fairway_core::priority::{JobInput, JobPriority};
 
 /// The record of the pass in progress.
-#[derive(Default)]
 pub struct PassRecord {
     #[cfg(feature = "fault-injection")]
     lines: Vec<String>,
 }
 
 impl PassRecord {
+    /// Starts the record of a pass under `weights` (slurm.conf's, as the plugin read them).
+    #[allow(unused_variables)]
+    pub fn new(weights: &Weights) -> Self {
+        Self {
+            #[cfg(feature = "fault-injection")]
+            lines: serde_json::to_string(&serde_json::json!({ "weights": weights })).into_iter().collect(),
+        }
+    }
+
     /// Records one job's input and the decision for it.
     #[allow(unused_variables)]
     pub fn job(&mut self, input: &JobInput, out: &JobPriority) {

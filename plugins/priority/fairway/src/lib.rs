@@ -60,7 +60,7 @@ impl Priority for FairwayPriority {
 
     fn priority_pass(&self, walk: &mut dyn FnMut(&mut PriorityOf<'_>)) {
         let (knobs, state) = (self.knobs(), self.terms.state());
-        let mut record = PassRecord::default();
+        let mut record = PassRecord::new(&knobs.weights);
         state.with(&knobs.weights, |policy, first| {
             let mut pass = Pass::new(policy, first);
             walk(&mut |job, now| {
