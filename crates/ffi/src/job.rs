@@ -285,12 +285,10 @@ fn set_str(field: &mut *mut c_char, value: Option<&str>) {
 /// slurmctld there is no job list and nothing happens.
 #[cfg(feature = "internal")]
 pub fn for_each_job(mut f: impl FnMut(&mut JobRecord<'_>)) {
-    let Some(list) = crate::sym::lookup(c"job_list") else { return };
-    // SAFETY: slurmctld's `List job_list`, read under the caller's job lock.
-    let list = unsafe { *list.cast::<crate::list::SlurmList>() };
-    crate::list::for_each(list, |p| {
-        // SAFETY: elements of job_list are live job records under the job lock.
-        if let Some(mut job) = unsafe { JobRecord::from_ptr(p.cast()) } {
+    let Some(ctld) = crate::ctld::ctld() else { return };
+    ctld.for_each_job(|p| {
+        // SAFETY: elements of job_list are live job records under the caller's job lock.
+        if let Some(mut job) = unsafe { JobRecord::from_ptr(p) } {
             f(&mut job);
         }
     });
@@ -300,16 +298,10 @@ pub fn for_each_job(mut f: impl FnMut(&mut JobRecord<'_>)) {
 /// The caller must hold the job write lock; outside slurmctld nothing happens.
 #[cfg(feature = "internal")]
 pub fn with_job(job_id: u32, f: impl FnOnce(&mut JobRecord<'_>)) {
-    let Some(find) = crate::sym::lookup(c"find_job_record") else { return };
-    // SAFETY: slurmctld's `job_record_t *find_job_record(uint32_t job_id)`, exported
-    // (-export-dynamic) in every version Fairway builds for.
-    let find = unsafe {
-        std::mem::transmute::<*mut std::os::raw::c_void, unsafe extern "C" fn(u32) -> *mut slurm_sys::job_record_t>(
-            find,
-        )
-    };
-    // SAFETY: a job of job_list (or NULL), read and written under the caller's job lock.
-    if let Some(mut job) = unsafe { JobRecord::from_ptr(find(job_id)) } {
+    let Some(ctld) = crate::ctld::ctld() else { return };
+    // SAFETY: slurmctld's `find_job_record`: a job of job_list (or NULL), read and
+    // written under the caller's job lock.
+    if let Some(mut job) = unsafe { JobRecord::from_ptr((ctld.find_job)(job_id)) } {
         f(&mut job);
     }
 }

@@ -21,10 +21,13 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "internal")]
+pub(crate) mod assoc;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod conf;
-// The priority plugin's machinery (22.05 and 24.11 ABIs).
+#[cfg(feature = "internal")]
+pub(crate) mod ctld;
 #[cfg(feature = "internal")]
 pub mod decay;
 #[cfg(feature = "internal")]
@@ -32,19 +35,31 @@ pub mod gpu;
 pub mod guard;
 pub mod job;
 #[cfg(feature = "internal")]
+pub(crate) mod knobs;
+#[cfg(feature = "internal")]
 pub mod list;
+#[cfg(feature = "internal")]
+pub(crate) mod locks;
 pub mod log;
+#[cfg(feature = "internal")]
+mod long_double;
 #[cfg(feature = "internal")]
 pub mod multifactor;
 #[cfg(feature = "nvml")]
 pub mod nvml;
 pub mod plugin;
 #[cfg(feature = "internal")]
+pub(crate) mod reset;
+#[cfg(feature = "internal")]
 pub mod sprio;
+#[cfg(feature = "internal")]
+pub(crate) mod state;
 mod string;
 pub mod sym;
 #[cfg(feature = "internal")]
 pub mod terms;
+#[cfg(feature = "internal")]
+pub(crate) mod usage;
 
 pub use guard::guard;
 pub use string::SlurmString;
@@ -61,3 +76,9 @@ pub mod __private {
 pub const SLURM_SUCCESS: i32 = slurm_sys::SLURM_SUCCESS as i32;
 /// `SLURM_ERROR`.
 pub const SLURM_ERROR: i32 = slurm_sys::SLURM_ERROR;
+
+/// Current Unix time in seconds (0 before 1970).
+#[doc(hidden)]
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
