@@ -132,13 +132,13 @@ impl FairwayJobSubmit {
 
 /// The Slurm error whose text `sbatch` prints after the rule's message.
 fn rc(kind: RejectKind) -> i32 {
-    use fairway_ffi::__private::slurm_sys as sys;
+    use fairway_ffi::plugin::errno;
     (match kind {
         RejectKind::Directive => return libc::EINVAL, // "Invalid argument"
-        RejectKind::Gres => sys::ESLURM_INVALID_GRES,
-        RejectKind::Tasks => sys::ESLURM_BAD_TASK_COUNT,
-        RejectKind::Qos => sys::ESLURM_INVALID_QOS,
-        RejectKind::Unchecked => sys::ESLURM_ACCESS_DENIED,
+        RejectKind::Gres => errno::ESLURM_INVALID_GRES,
+        RejectKind::Tasks => errno::ESLURM_BAD_TASK_COUNT,
+        RejectKind::Qos => errno::ESLURM_INVALID_QOS,
+        RejectKind::Unchecked => errno::ESLURM_ACCESS_DENIED,
     }) as i32
 }
 
