@@ -388,3 +388,20 @@ impl JobRecord<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{bind_to_core, bind_to_slurm, tres_to_core, tres_to_slurm};
+
+    #[test]
+    fn tres_strings_round_trip_between_slurm_versions() {
+        // 23.02+ writes `gres/`, 22.05 `gres:`; the core always reads `gres:`.
+        assert_eq!(tres_to_core("gres/gpu:a100:2,gres/shard:1".into()), "gres:gpu:a100:2,gres:shard:1");
+        assert_eq!(tres_to_core("gres:gpu:2,cpu:4".into()), "gres:gpu:2,cpu:4");
+        let back = tres_to_slurm("gres:gpu:a100:2,cpu:4");
+        assert_eq!(back, if cfg!(slurm_ge_23_02) { "gres/gpu:a100:2,cpu:4" } else { "gres:gpu:a100:2,cpu:4" });
+        assert_eq!(tres_to_core(back), "gres:gpu:a100:2,cpu:4");
+        assert_eq!(bind_to_core("gres/gpu:closest".into()), "gpu:closest");
+        assert_eq!(bind_to_core(bind_to_slurm("gpu:single:1")), "gpu:single:1");
+    }
+}

@@ -82,3 +82,30 @@ pub const SLURM_ERROR: i32 = slurm_sys::SLURM_ERROR;
 pub fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
+
+/// Stand-ins for the two libslurmfull logging functions, which unit tests (no Slurm
+/// process to resolve them) would otherwise fail to link against; lines are kept for
+/// the tests to read.
+#[cfg(test)]
+pub(crate) mod test_log {
+    use std::ffi::CStr;
+    use std::os::raw::{c_char, c_int};
+    use std::sync::Mutex;
+
+    /// Every line logged so far, with its Slurm level.
+    pub(crate) static LINES: Mutex<Vec<(c_int, String)>> = Mutex::new(Vec::new());
+
+    /// `slurm_log_var(level, "%s", line)`: the only form Fairway calls it with. Declared
+    /// without the C varargs, which the x86_64 and aarch64 Linux ABIs pass as plain ones.
+    #[no_mangle]
+    extern "C" fn slurm_log_var(level: c_int, _fmt: *const c_char, line: *const c_char) {
+        // SAFETY: `emit` passes a NUL-terminated line.
+        let line = unsafe { CStr::from_ptr(line) }.to_string_lossy().into_owned();
+        LINES.lock().unwrap_or_else(|e| e.into_inner()).push((level, line));
+    }
+
+    #[no_mangle]
+    extern "C" fn slurm_get_log_level() -> c_int {
+        slurm_sys::libslurmfull::log_level::DEBUG3
+    }
+}

@@ -242,3 +242,63 @@ fn set_str(field: &mut *mut c_char, value: Option<&str>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CString;
+
+    use slurm_sys as sys;
+
+    use super::{JobDesc, GPU_BIND_ENV};
+    #[test]
+    fn a_request_reads_what_sbatch_sent() {
+        let c = |s: &str| CString::new(s).unwrap();
+        let (comment, part, gpus, env0, env1) = (
+            c("fairway: model=7b"),
+            c("gpu"),
+            c(if cfg!(slurm_ge_23_02) { "gres/gpu:h100:8" } else { "gres:gpu:h100:8" }),
+            c("PATH=/bin"),
+            c(&format!("{GPU_BIND_ENV}=closest")),
+        );
+        let mut env = [env0.as_ptr().cast_mut(), env1.as_ptr().cast_mut(), std::ptr::null_mut()];
+        let mut d = sys::job_desc_msg_t {
+            user_id: 1000,
+            comment: comment.as_ptr().cast_mut(),
+            partition: part.as_ptr().cast_mut(),
+            tres_per_node: gpus.as_ptr().cast_mut(),
+            environment: env.as_mut_ptr(),
+            env_size: 2,
+            time_limit: sys::NO_VAL,
+            min_nodes: 2,
+            num_tasks: sys::NO_VAL,
+            ntasks_per_node: sys::NO_VAL16 as u16,
+            req_switch: sys::NO_VAL,
+            wait4switch: sys::NO_VAL,
+            requeue: 1,
+            warn_signal: 10,
+            warn_time: 60,
+            warn_flags: sys::KILL_JOB_BATCH as u16,
+            cpu_bind_type: 0,
+            ..Default::default()
+        };
+        // SAFETY: `d` and the strings it points to outlive `job`.
+        let job = unsafe { JobDesc::from_ptr(&mut d) }.unwrap();
+        let r = job.request();
+        assert_eq!(r.user_id, 1000);
+        assert_eq!(r.comment.as_deref(), Some("fairway: model=7b"));
+        assert_eq!(r.partition.as_deref(), Some("gpu"));
+        assert_eq!(r.tres_per_node.as_deref(), Some("gres:gpu:h100:8"));
+        assert_eq!((r.account, r.qos, r.tres_per_job), (None, None, None));
+        assert!(!r.batch, "no script");
+        assert_eq!((r.time_limit, r.min_nodes, r.num_tasks, r.ntasks_per_node), (None, Some(2), None, None));
+        assert_eq!(r.requeue, Some(true));
+        let w = r.warn.expect("warn signal");
+        assert_eq!((w.signal, w.lead, w.batch_only), (10, 60, true));
+        assert_eq!(r.step_gpu_bind.as_deref(), Some("closest"));
+        assert_eq!(r.cpu_bind, None);
+        assert_eq!(job.comment().as_deref(), Some("fairway: model=7b"));
+        assert_eq!(job.user_id(), 1000);
+        // SAFETY: NULL is allowed.
+        assert!(unsafe { JobDesc::from_ptr(std::ptr::null_mut()) }.is_none());
+    }
+}

@@ -190,3 +190,79 @@ macro_rules! __plugin_lifecycle {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{c_array, inject_fault, Slot};
+
+    #[test]
+    fn c_array_appends_one_nul() {
+        // Usable in a const, as plugin_symbols! needs.
+        const T: [u8; 4] = c_array("abc");
+        assert_eq!(T, *b"abc\0");
+        assert_eq!(c_array::<4>("abc"), *b"abc\0");
+        assert_eq!(c_array::<1>(""), [0]);
+        let t: [u8; 17] = c_array("priority/fairway");
+        assert_eq!(std::ffi::CStr::from_bytes_with_nul(&t).unwrap().to_str().unwrap(), "priority/fairway");
+    }
+
+    #[test]
+    #[should_panic(expected = "array must be the string plus its NUL")]
+    fn c_array_refuses_a_wrong_length() {
+        let _ = c_array::<3>("abc");
+    }
+
+    #[test]
+    #[should_panic(expected = "plugin strings cannot contain NUL")]
+    fn c_array_refuses_an_inner_nul() {
+        let _ = c_array::<4>("a\0c");
+    }
+
+    #[test]
+    fn slot_set_with_clear() {
+        let slot: Slot<String> = Slot::new();
+        assert_eq!(slot.with(|s| s.len()), None, "empty before init");
+        slot.set("one".into());
+        assert_eq!(slot.with(|s| s.clone()).as_deref(), Some("one"));
+        slot.set("two".into());
+        assert_eq!(slot.with(|s| s.clone()).as_deref(), Some("two"), "set replaces");
+        slot.clear();
+        assert_eq!(slot.with(|s| s.len()), None, "empty after fini");
+        assert_eq!(Slot::<u8>::default().with(|&b| b), None);
+    }
+
+    #[test]
+    fn slot_keeps_serving_after_a_panic_poisoned_it() {
+        let slot: Slot<u32> = Slot::new();
+        slot.set(5);
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = slot.0.write().unwrap();
+            panic!("poison");
+        }));
+        assert!(slot.0.is_poisoned());
+        assert_eq!(slot.with(|&v| v), Some(5));
+        slot.set(6);
+        assert_eq!(slot.with(|&v| v), Some(6));
+        slot.clear();
+        assert_eq!(slot.with(|&v| v), None);
+    }
+
+    #[test]
+    fn slot_is_shared_across_threads() {
+        static SLOT: Slot<u64> = Slot::new();
+        SLOT.set(40);
+        let sum: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4).map(|_| s.spawn(|| SLOT.with(|&v| v + 1).unwrap())).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(sum, 4 * 41);
+    }
+
+    #[test]
+    fn fault_injection_only_in_test_builds_of_plugins() {
+        inject_fault(None);
+        inject_fault(Some("an ordinary comment"));
+        let r = std::panic::catch_unwind(|| inject_fault(Some("x fairway-test:panic y")));
+        assert_eq!(r.is_err(), cfg!(feature = "fault-injection"));
+    }
+}
