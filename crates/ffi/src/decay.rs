@@ -1,14 +1,14 @@
 //! The decay thread of `priority/fairway`: what multifactor's `_decay_thread` does.
 //!
 //! Every `PriorityCalcPeriod` it decays association and QOS usage by the half-life
-//! ([`crate::assoc`]), adds the usage of running jobs up the association tree (and
-//! removes their `grp_used_tres_run_secs`, as limits expect; [`crate::usage`]),
+//! (`assoc.rs`), adds the usage of running jobs up the association tree (and
+//! removes their `grp_used_tres_run_secs`, as limits expect; `usage.rs`),
 //! recomputes fair share (Fair Tree or classic, in `fairway_core::fairshare`) and the
-//! priority of pending jobs, and records when it ran ([`crate::state`]) so a restart
+//! priority of pending jobs, and records when it ran (`state.rs`) so a restart
 //! (kill -9 included) resumes from the last pass. Usage itself (`assoc_usage`,
 //! `qos_usage`) is saved after every pass that added usage, so a crash loses at most one
 //! calc period of it (slurmctld alone saves it every 5 minutes).
-//! `PriorityUsageResetPeriod` is [`crate::reset`]'s.
+//! `PriorityUsageResetPeriod` is `reset.rs`'s.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};

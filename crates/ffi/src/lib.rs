@@ -17,7 +17,15 @@
 //! - [`plugin`]: the `plugin_name` / `plugin_type` / `plugin_version` symbols and one
 //!   macro per plugin type ([`priority_plugin!`], [`job_submit_plugin!`]).
 //!
+//! The priority plugin's machinery (feature `internal`), lowest first: `ctld`
+//! (slurmctld's symbols, resolved once), `locks` (slurmctld and assoc_mgr locks, the
+//! job-list walk), `assoc` (the association tree: fair share, decay), `usage` (accrual
+//! from running jobs), `reset` (`PriorityUsageResetPeriod`), `state` (the last-decay
+//! file), and [`decay`] (the thread's loop over them).
+//!
 //! All hand-written `unsafe` in Fairway is in this crate; each block says why it holds.
+//! Which locks each exported entry point holds on entry, the lock order, the threads,
+//! and who frees what: [`safety`] (`crates/ffi/SAFETY.md`).
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -50,6 +58,8 @@ pub mod nvml;
 pub mod plugin;
 #[cfg(feature = "internal")]
 pub(crate) mod reset;
+#[doc = include_str!("../SAFETY.md")]
+pub mod safety {}
 #[cfg(feature = "internal")]
 pub mod sprio;
 #[cfg(feature = "internal")]

@@ -1,6 +1,6 @@
 //! What the decay thread keeps between passes and across restarts: when the last pass
 //! ran and the last usage reset happened (`StateSaveLocation/fairway_priority_last_decay`,
-//! "<last pass> <last reset>\n"), and whether usage was added since assoc_mgr's state
+//! `"<last pass> <last reset>\n"`), and whether usage was added since assoc_mgr's state
 //! was last saved.
 
 use std::ffi::CStr;
