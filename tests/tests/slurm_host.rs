@@ -93,7 +93,7 @@ fn a_panic_in_a_callback_is_contained() {
     assert!(c.cmd("scontrol", &["ping"]).unwrap().stdout.contains("is UP"));
     let log = c.log("slurmctld");
     assert!(
-        log.contains("job_submit/fairway: job_submit: internal error (panic: fault injected by job comment at crates/ffi/src/plugin.rs"),
+        log.contains("job_submit/fairway: job_submit: internal error (panic: fault injected by job comment at crates/ffi/src/plugin/mod.rs"),
         "no panic report in slurmctld.log:\n{log}"
     );
     // And the next job is served normally.

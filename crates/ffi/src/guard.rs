@@ -66,3 +66,41 @@ pub fn guard<R>(what: &'static str, on_panic: R, body: impl FnOnce() -> R) -> R 
 fn run_guarded<R>(body: impl FnOnce() -> R) -> Result<R, Box<dyn Any + Send>> {
     panic::catch_unwind(AssertUnwindSafe(body))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{guard, payload_text};
+
+    #[test]
+    fn returns_the_body_value() {
+        assert_eq!(guard("t_ok", -1, || 7), 7);
+    }
+
+    #[test]
+    fn a_panic_returns_the_fallback_and_is_logged() {
+        let r = guard("t_panics", -1, || -> i32 { panic!("boom {}", 42) });
+        assert_eq!(r, -1);
+        // Still here: nothing unwound past the guard. The log says which entry point,
+        // the message and where.
+        let lines = crate::test_log::LINES.lock().unwrap();
+        let (level, line) = lines.iter().find(|(_, l)| l.contains("t_panics")).expect("panic logged");
+        assert_eq!(*level, slurm_sys::libslurmfull::log_level::ERROR);
+        assert!(line.contains("panic: boom 42 at "), "{line}");
+        assert!(line.contains("guard.rs:"), "{line}");
+        assert!(line.starts_with("fairway: "), "{line}");
+    }
+
+    #[test]
+    fn nested_guards_contain_the_inner_panic() {
+        let r = guard("t_outer", 0, || guard("t_inner", 1, || -> i32 { panic!("inner") }) + 10);
+        assert_eq!(r, 11);
+    }
+
+    #[test]
+    fn non_string_payloads_are_named() {
+        assert_eq!(payload_text(&"s"), "s");
+        assert_eq!(payload_text(&String::from("owned")), "owned");
+        assert_eq!(payload_text(&17u8), "non-string panic payload");
+        assert_eq!(guard("t_any", 3, || -> i32 { std::panic::panic_any(5u32) }), 3);
+    }
+}

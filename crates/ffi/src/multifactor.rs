@@ -11,6 +11,7 @@ use fairway_core::priority;
 use slurm_sys as sys;
 
 use crate::job::JobRecord;
+use crate::locks::AssocReadLock;
 
 extern "C" {
     fn fairway_read_long_double(p: *const c_void) -> f64;
@@ -180,53 +181,6 @@ fn cluster_size() -> (u32, u32) {
     // node_record_count`, read under the job write lock the caller holds (they only
     // change during reconfiguration, which takes all locks).
     unsafe { (*(cpus as *const u32), (*(nodes as *const i32)).max(0) as u32) }
-}
-
-thread_local! {
-    /// Whether this thread holds the locks of [`AssocReadLock`] over a whole walk
-    /// ([`with_assoc_read`]), so the reads inside need not take them per job.
-    static ASSOC_READ_HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Holds assoc_mgr's association and QOS read locks, as multifactor does while it reads
-/// them (unless [`with_assoc_read`] already holds them); released on drop.
-struct AssocReadLock(Option<sys::assoc_mgr_lock_t>);
-
-impl AssocReadLock {
-    fn take() -> Self {
-        if ASSOC_READ_HELD.get() {
-            return Self(None);
-        }
-        let mut l = sys::assoc_mgr_lock_t { assoc: sys::READ_LOCK, qos: sys::READ_LOCK, ..Default::default() };
-        // SAFETY: lock order is slurmctld locks (held by our caller) then assoc_mgr.
-        unsafe { sys::assoc_mgr_lock(&mut l) };
-        Self(Some(l))
-    }
-}
-
-impl Drop for AssocReadLock {
-    fn drop(&mut self) {
-        if let Some(l) = self.0.as_mut() {
-            // SAFETY: releases exactly what `take` acquired.
-            unsafe { sys::assoc_mgr_unlock(l) };
-        }
-    }
-}
-
-/// Runs `f` holding assoc_mgr's association and QOS read locks (slurmctld's job lock
-/// held by the caller, as lock order wants), for a walk that reads them for every job.
-/// `f` must not take assoc_mgr locks for writing.
-pub(crate) fn with_assoc_read<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            ASSOC_READ_HELD.set(self.0);
-        }
-    }
-    // Dropped in reverse: the flag is restored before the locks are released.
-    let _locks = AssocReadLock::take();
-    let _restore = Restore(ASSOC_READ_HELD.replace(true));
-    f()
 }
 
 /// Per TRES: the job's allocated count (else requested) and the partition's total, as
@@ -418,7 +372,7 @@ impl JobRecord<'_> {
                     });
                     crate::string::replace_slurm_str(&mut pp.priority_array_names, &names.join(","));
                 }
-                pp.last_update = crate::plugin::unix_now();
+                pp.last_update = crate::unix_now();
             }
             store(pp.priority_array, prios, incr_only);
         }

@@ -96,7 +96,7 @@ impl JobRecord<'_> {
 /// Which jobs `sprio` shows to one sender: pending ones (running ones too with
 /// CALCULATE_RUNNING) that are eligible and not held, within `PrivateData=jobs`.
 struct Viewer<'c> {
-    ctld: &'c crate::decay::Ctld,
+    ctld: &'c crate::ctld::Ctld,
     uid: u32,
     private: bool,
     operator: bool,
@@ -106,7 +106,7 @@ struct Viewer<'c> {
 }
 
 impl<'c> Viewer<'c> {
-    fn new(ctld: &'c crate::decay::Ctld, uid: u32) -> Self {
+    fn new(ctld: &'c crate::ctld::Ctld, uid: u32) -> Self {
         // SAFETY: plain reads of the initialised global config; validate_operator is
         // slurmctld's own check.
         let (conf, operator) = unsafe { (&*std::ptr::addr_of!(sys::slurm_conf), (ctld.validate_operator)(uid)) };
@@ -116,7 +116,7 @@ impl<'c> Viewer<'c> {
             uid,
             private: u32::from(conf.private_data) & sys::PRIVATE_DATA_JOBS != 0,
             operator,
-            now: crate::plugin::unix_now(),
+            now: crate::unix_now(),
             accrue_always: flags & sys::PRIORITY_FLAGS_ACCRUE_ALWAYS != 0,
             calculate_running: flags & sys::PRIORITY_FLAGS_CALCULATE_RUNNING != 0,
         }
@@ -168,21 +168,13 @@ unsafe fn coordinates(db: *mut c_void, uid: u32, acct: *mut std::os::raw::c_char
 /// `req` is NULL or a valid request; called by slurmctld's RPC handler without locks.
 #[cfg(not(slurm_ge_23_02))]
 pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u32) -> SlurmList {
-    let Some(ctld) = crate::decay::Ctld::resolve() else { return std::ptr::null_mut() };
+    let Some(ctld) = crate::ctld::ctld() else { return std::ptr::null_mut() };
     // SAFETY: per the contract.
     let req = unsafe { req.as_ref() };
-    let lock = sys::slurmctld_lock_t {
-        conf: sys::NO_LOCK,
-        job: sys::READ_LOCK,
-        node: sys::READ_LOCK,
-        part: sys::READ_LOCK,
-        fed: sys::NO_LOCK,
-    };
-    // SAFETY: job/node/partition read locks, released below; lists and records stay
-    // valid while they are held. Factor objects are allocated with Slurm's allocator and
-    // the list carries Slurm's destructor for them.
-    unsafe {
-        (ctld.lock)(lock);
+    // SAFETY: job/node/partition read locks, held for the whole closure; lists and
+    // records stay valid while they are held. Factor objects are allocated with Slurm's
+    // allocator and the list carries Slurm's destructor for them.
+    ctld.with_job_read(|| unsafe {
         let part_filter: Option<Vec<*mut sys::part_record_t>> = req.and_then(|r| {
             (!r.partitions.is_null()).then(|| {
                 CStr::from_ptr(r.partitions)
@@ -199,7 +191,7 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
         let ids = |l: SlurmList| -> Option<Vec<u32>> {
             (!l.is_null()).then(|| {
                 let mut v = Vec::new();
-                crate::decay::for_each(l, |p| v.push(*p.cast::<u32>()));
+                crate::list::for_each(l, |p| v.push(*p.cast::<u32>()));
                 v
             })
         };
@@ -207,11 +199,11 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
             Some(r) => (ids(r.job_id_list), ids(r.uid_list)),
             None => (None, None),
         };
-        let viewer = Viewer::new(&ctld, uid);
+        let viewer = Viewer::new(ctld, uid);
         // Partition weights for jobs in several partitions, read once per request.
         let weights = crate::multifactor::weights();
         let out = sys::list_create(Some(sys::slurm_destroy_priority_factors_object));
-        crate::decay::for_each(*ctld.job_list, |p| {
+        crate::list::for_each(ctld.job_list(), |p| {
             let job = &*p.cast::<sys::job_record_t>();
             if !viewer.shows(job) {
                 return;
@@ -229,7 +221,7 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
                 }
                 parts.push(job.part_ptr);
             } else {
-                crate::decay::for_each(job.part_ptr_list, |pp| parts.push(pp.cast()));
+                crate::list::for_each(job.part_ptr_list, |pp| parts.push(pp.cast()));
             }
             let multi = !job.part_ptr_list.is_null();
             for part in parts {
@@ -260,13 +252,12 @@ pub unsafe fn factors_list(req: *mut sys::priority_factors_request_msg_t, uid: u
                 sys::list_append(out, obj.cast::<c_void>());
             }
         });
-        (ctld.unlock)(lock);
         if sys::list_count(out) == 0 {
             sys::list_destroy(out);
             return std::ptr::null_mut();
         }
         out
-    }
+    })
 }
 
 /// The factors list's destructor: the factors are the object's own, its strings are
@@ -295,15 +286,15 @@ extern "C" fn destroy_light(obj: *mut c_void) {
 /// Called by slurmctld's RPC handler with those locks held.
 #[cfg(slurm_ge_24_05)]
 pub unsafe fn factors_list(uid: u32) -> SlurmList {
-    let Some(ctld) = crate::decay::Ctld::resolve() else { return std::ptr::null_mut() };
-    let viewer = Viewer::new(&ctld, uid);
+    let Some(ctld) = crate::ctld::ctld() else { return std::ptr::null_mut() };
+    let viewer = Viewer::new(ctld, uid);
     let weights = crate::multifactor::weights();
     let tres_cnt = weights.tres.len();
     // SAFETY: the locks above keep jobs, partitions and QOS alive; objects and their
     // factors come from Slurm's allocator and the list carries `destroy_light`.
     unsafe {
         let out = sys::list_create(Some(destroy_light));
-        crate::list::for_each(*ctld.job_list, |p| {
+        crate::list::for_each(ctld.job_list(), |p| {
             let job = &*p.cast::<sys::job_record_t>();
             if !viewer.shows(job) || (job.part_ptr.is_null() && job.part_ptr_list.is_null()) {
                 return;
