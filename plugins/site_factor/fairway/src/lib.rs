@@ -73,10 +73,11 @@ impl SiteFactorPlugin for FairwaySiteFactor {
         let since = self.last_update.swap(now, Ordering::Relaxed);
         let state = self.terms.state();
         let mut live = HashSet::new();
+        let mut ended = Vec::new();
         state.site_pass(|mut pass| {
             for_each_job(|job| {
                 if job.end_time() > since && job.end_time() <= now {
-                    self.terms.learn(job);
+                    ended.push(job.job_id());
                 }
                 if job.is_pending() && state.enabled() {
                     let last = self.added().get(&job.job_id()).copied();
@@ -90,6 +91,12 @@ impl SiteFactorPlugin for FairwaySiteFactor {
                 with_job(id, |job| self.write(job, &out));
             }
         });
+        // Learned after the pass, which holds the run-time history.
+        for id in ended {
+            with_job(id, |job| {
+                self.terms.learn(job);
+            });
+        }
         // Forget jobs that are no longer pending.
         self.added().retain(|id, _| live.contains(id));
         // Called under the job write lock: write the history elsewhere.
