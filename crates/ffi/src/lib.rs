@@ -12,6 +12,8 @@
 //! - [`sym`]: run-time lookup of symbols only `slurmctld` exports, so the same plugin
 //!   also loads in `sshare` and test programs.
 //! - [`conf`]: where `fairway.toml` is (beside `slurm.conf`) and loading it.
+//! - [`calibration`]: the learned model's online calibration in slurmctld, learned at
+//!   job end and kept in `StateSaveLocation`.
 //! - `nvml` (feature `nvml`): the two NVML calls `nvml-wrapper` lacks (MIG instance ids),
 //!   for `fairway-topo-detect`.
 //! - [`plugin`]: the `plugin_name` / `plugin_type` / `plugin_version` symbols and one
@@ -21,6 +23,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "internal")]
+pub mod calibration;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod conf;
