@@ -3,8 +3,14 @@
 //! `[predictor] model`, predict with it where they would otherwise use the mean of the
 //! last two runs (the predicted-work term, `time=auto`), and take a new model without a
 //! restart: job_submit when the file changes, priority/fairway on `scontrol reconfigure`.
+//! Its upper quantile is calibrated online: jobs that outlive their prediction widen the
+//! `time=auto` limits of the jobs submitted after them.
 
-use fairway_core::predict::{Features, JobKey, JobRequest, LearnedPredictor, RuntimePredictor, TrainConfig};
+use std::time::Duration;
+
+use fairway_core::predict::{
+    Features, JobKey, JobRequest, LearnedPredictor, OnlineCalibration, RuntimePredictor, TrainConfig,
+};
 use fairway_tests::{Cluster, ClusterSpec, Slurm};
 
 /// A model trained on jobs that all ran about `runtime` seconds (0-4% more).
@@ -133,5 +139,108 @@ fn plugins_predict_with_a_learned_model_and_reload_it() {
         .unwrap();
     let (predicted, _) = time_auto(&c, "fresh-e");
     assert!((1000..=1600).contains(&predicted), "a bad model file replaced the good one: {predicted} s");
+    c.stop().unwrap();
+}
+
+/// Minutes of a `TimeLimit` of under an hour (`00:MM:00`).
+fn minutes(limit: &str) -> u64 {
+    limit.split(':').nth(1).and_then(|m| m.parse().ok()).unwrap_or_else(|| panic!("limit {limit}"))
+}
+
+/// A cluster whose model predicts jobs of about 20 s, with a large calibration step (each
+/// miss multiplies the upper quantile by e^(0.5 × 0.85) ≈ 1.53), and the Fairway priority
+/// plugin `site_factor` says (site_factor/fairway on multifactor, else priority/fairway).
+fn drifting_cluster(site_factor: bool) -> Cluster {
+    let mut spec = ClusterSpec {
+        job_submit_plugins: vec!["fairway".into()],
+        fairway_toml: Some(
+            "[predictor]\nmodel = \"model.json\"\ncalibration_step = 0.5\n\n\
+             [job_submit.time]\nauto_margin = 2.0\nrecord_prediction = true\n"
+                .into(),
+        ),
+        config_files: vec![("model.json".into(), model_json(20))],
+        ..ClusterSpec::default()
+    };
+    if site_factor {
+        spec.priority_type = "priority/multifactor".into();
+        spec.slurm_conf_extra =
+            vec!["PrioritySiteFactorPlugin=site_factor/fairway".into(), "PriorityCalcPeriod=1".into()];
+    }
+    let c = Cluster::start(&spec).expect("cluster starts");
+    assert!(c.log("slurmctld").contains("starting from the model's own offsets"), "{}", c.log("slurmctld"));
+    c
+}
+
+/// Two `time=auto` jobs that run 30 s where about 20 s was predicted: both outlive their
+/// prediction (their limit, 3× it, lets them finish). Returns the time=auto prediction
+/// and limit before and after, and the saved calibration once it learned from both.
+fn run_drifting_jobs(c: &Cluster) -> ((u64, String), (u64, String), OnlineCalibration) {
+    let state = c.dir().join("state/fairway-calibration.json");
+    let before = time_auto(c, "drift-probe-a");
+    eprintln!("before: predicted {} s, time=auto set {}", before.0, before.1);
+    assert!((15..=30).contains(&before.0), "predicted {} s", before.0);
+    let jobs: Vec<u32> = (0..2)
+        .map(|i| {
+            c.sbatch("fw_alice", &["-J", &format!("drift-{i}"), "--comment=fairway: time=auto", "--wrap=sleep 30"])
+                .unwrap()
+        })
+        .collect();
+    for &j in &jobs {
+        assert_eq!(c.wait_job(j, &["COMPLETED", "TIMEOUT", "FAILED"], Duration::from_secs(180)).unwrap(), "COMPLETED");
+    }
+    c.wait_until("the calibration learned from both jobs", || {
+        Ok(OnlineCalibration::load(&state).ok().flatten().is_some_and(|s| s.jobs == 2))
+    })
+    .unwrap();
+    let learned = OnlineCalibration::load(&state).unwrap().unwrap();
+    assert_eq!(learned.misses, 2, "{learned:?}");
+    assert!((learned.shift - 0.85).abs() < 1e-9, "{learned:?}");
+
+    // The next time=auto job: the prediction and its limit widen by e^0.85 ≈ 2.3.
+    let after = time_auto(c, "drift-probe-b");
+    eprintln!("after two misses: predicted {} s, time=auto set {}", after.0, after.1);
+    let expected = ((before.0 as f64).ln_1p() + learned.shift).exp_m1();
+    assert!(
+        (after.0 as f64 - expected).abs() <= 0.1 * expected,
+        "predicted {} s, expected about {expected:.0}",
+        after.0
+    );
+    assert!(minutes(&after.1) > minutes(&before.1), "{} → {}", before.1, after.1);
+    (before, after, learned)
+}
+
+#[test]
+fn time_auto_limits_widen_when_jobs_outlive_their_prediction() {
+    let mut c = drifting_cluster(false);
+    let state = c.dir().join("state/fairway-calibration.json");
+    let ((before, _), (after, _), _) = run_drifting_jobs(&c);
+
+    // The calibration is saved as jobs end: it survives slurmctld's kill -9.
+    c.kill_slurmctld().unwrap();
+    c.restart_slurmctld().unwrap();
+    assert!(c.log("slurmctld").contains("after 2 finished jobs"), "{}", c.log("slurmctld"));
+    assert_eq!(time_auto(&c, "drift-probe-c").0, after);
+
+    // A corrupt state file: job_submit says so and uses the model's own offsets; a
+    // restarted slurmctld says so too, starts again from them, and carries on.
+    std::fs::write(&state, "{ not a calibration").unwrap();
+    assert_eq!(time_auto(&c, "drift-probe-d").0, before);
+    assert!(c.log("slurmctld").contains("not a calibration state"), "{}", c.log("slurmctld"));
+    c.kill_slurmctld().unwrap();
+    c.restart_slurmctld().unwrap();
+    let log = c.log("slurmctld");
+    assert!(log.contains("online calibration starts again from the model's own offsets"), "{log}");
+    assert!(c.is_running("slurmctld"));
+    assert_eq!(time_auto(&c, "drift-probe-e").0, before);
+    c.stop().unwrap();
+}
+
+/// Sites on priority/multifactor: site_factor/fairway learns from the jobs that ended at
+/// its next update (every `PriorityCalcPeriod`).
+#[test]
+fn site_factor_plugin_calibrates_time_auto_limits_too() {
+    let c = drifting_cluster(true);
+    assert!(c.log("slurmctld").contains("site_factor/fairway: Fairway"), "{}", c.log("slurmctld"));
+    run_drifting_jobs(&c);
     c.stop().unwrap();
 }

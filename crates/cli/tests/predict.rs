@@ -26,7 +26,10 @@ fn eval_on_eagle_as_json() {
     assert_eq!(v["test_jobs"], 300);
     let results = v["results"].as_array().unwrap();
     let names: Vec<&str> = results.iter().map(|r| r["predictor"].as_str().unwrap()).collect();
-    assert_eq!(names, ["time limit", "last two (Tsafrir)", "learned (q-calibrated GBT)"]);
+    assert_eq!(
+        names,
+        ["time limit", "last two (Tsafrir)", "learned: typical", "learned: upper q, fixed", "learned: upper q, online"]
+    );
     for r in results {
         assert_eq!(r["jobs"], 300, "{r}");
         for k in ["mae_s", "median_ae_s"] {
@@ -42,13 +45,25 @@ fn eval_on_eagle_as_json() {
     let cal = &v["calibration"];
     assert_eq!(cal["fit_jobs"].as_u64().unwrap() + cal["calibration_jobs"].as_u64().unwrap(), 700);
     assert!(cal["under_rate"].as_f64().unwrap() <= 0.15);
+    // Eagle's 300 newest jobs are one burst: none ends before the last is submitted, so
+    // the online calibration has nothing to learn from and equals the fixed offsets.
+    assert_eq!(v["online"]["jobs"], 0);
+    assert_eq!(results[3]["under_rate"], results[4]["under_rate"]);
 }
 
 #[test]
 fn eval_prints_a_table_and_csv() {
     let (code, stdout, stderr) = fairway(&["predict", "eval", "--trace", &eagle(), "--format", "eagle"]);
     assert_eq!(code, 0, "{stderr}");
-    for want in ["MAE (s)", "median AE (s)", "within ±50%", "under-predicted", "last two (Tsafrir)", "goal ("] {
+    for want in [
+        "MAE (s)",
+        "median AE (s)",
+        "within ±50%",
+        "under-predicted",
+        "last two (Tsafrir)",
+        "typical run time: MAE",
+        "upper quantile: 14.7% under-predicted online",
+    ] {
         assert!(stdout.contains(want), "{want} missing from\n{stdout}");
     }
     // Not a terminal: no progress bar on stderr.
@@ -56,7 +71,7 @@ fn eval_prints_a_table_and_csv() {
     let (code, stdout, _) = fairway(&["predict", "eval", "--trace", &eagle(), "--format", "eagle", "--csv"]);
     assert_eq!(code, 0);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 4);
+    assert_eq!(lines.len(), 6);
     assert!(lines[0].starts_with("predictor,jobs,mae_s"));
 }
 
@@ -87,6 +102,70 @@ fn synth_then_train_writes_a_loadable_model() {
 }
 
 #[test]
+fn a_drifting_workload_scored_with_a_model_trained_before_the_drift() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        let (code, stdout, stderr) = fairway(args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        stdout
+    };
+    run(&["trace", "synth", "--jobs", "1500", "--seed", "3", "--out", &path("before.txt")]);
+    run(&[
+        "trace",
+        "synth",
+        "--jobs",
+        "1500",
+        "--seed",
+        "3",
+        "--drift",
+        "2.5",
+        "--drift-from",
+        "0",
+        "--out",
+        &path("after.txt"),
+    ]);
+    run(&["predict", "train", "--trace", &path("before.txt"), "--format", "sacct", "--out", &path("model.json")]);
+    let out = run(&[
+        "predict",
+        "eval",
+        "--trace",
+        &path("after.txt"),
+        "--format",
+        "sacct",
+        "--model",
+        &path("model.json"),
+        "--json",
+        "--plot",
+        &path("windows.svg"),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v["train_jobs"].as_u64(), v["test_jobs"].as_u64()), (Some(0), Some(1500)));
+    let under = |i: usize| v["results"][i]["under_rate"].as_f64().unwrap();
+    assert!(under(3) > 0.3, "fixed offsets: {}", under(3));
+    assert!(under(4) < 0.22, "online: {}", under(4));
+    assert!(v["online"]["shift"].as_f64().unwrap() > 0.3, "{}", v["online"]);
+    let svg = std::fs::read_to_string(path("windows.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("calibrated online") && svg.contains("target"), "{svg:.300}");
+    // Step 0: the model's offsets as trained.
+    let out = run(&[
+        "predict",
+        "eval",
+        "--trace",
+        &path("after.txt"),
+        "--format",
+        "sacct",
+        "--model",
+        &path("model.json"),
+        "--online-step",
+        "0",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["results"][3]["under_rate"], v["results"][4]["under_rate"]);
+}
+
+#[test]
 fn bad_input_is_reported_not_panicked() {
     let (code, _, stderr) = fairway(&["predict", "eval", "--trace", "/nonexistent", "--format", "eagle"]);
     assert_eq!(code, 2);
@@ -94,4 +173,11 @@ fn bad_input_is_reported_not_panicked() {
     let (code, _, stderr) = fairway(&["predict", "eval", "--trace", &eagle(), "--format", "nope"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("sacct-json"), "{stderr}");
+    let (code, _, stderr) =
+        fairway(&["predict", "eval", "--trace", &eagle(), "--format", "eagle", "--online-step", "2"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("online step 2 is not in [0, 1]"), "{stderr}");
+    let (code, _, stderr) = fairway(&["trace", "synth", "--drift", "0", "--out", "-"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--drift"), "{stderr}");
 }

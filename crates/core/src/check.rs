@@ -138,6 +138,7 @@ pub fn check(config: &Config, slurm: &SlurmPriority) -> Vec<Finding> {
         }
     }
     check_job_submit(config, slurm, &mut say);
+    check_online_calibration(config, slurm, &mut say);
     if let Some(max_wait) = config.priority.max_wait {
         if max_wait.0 < slurm.calc_period {
             say(
@@ -151,6 +152,36 @@ pub fn check(config: &Config, slurm: &SlurmPriority) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// The learned model's online calibration needs both ends: job_submit/fairway recording
+/// each job's prediction, and a Fairway priority plugin seeing the job end.
+fn check_online_calibration(config: &Config, slurm: &SlurmPriority, say: &mut impl FnMut(Severity, String)) {
+    let p = &config.predictor;
+    let job_submit = slurm.job_submit_plugins.iter().any(|p| p == "fairway" || p == "job_submit/fairway");
+    if p.model.is_none() || p.calibration_step == 0.0 || !job_submit {
+        return;
+    }
+    if !config.job_submit.time.record_prediction {
+        say(
+            Severity::Warning,
+            "[predictor] calibration_step: the online calibration learns from the prediction job_submit/fairway \
+             records in each job's AdminComment, which is off: set [job_submit.time] record_prediction = true, or \
+             time=auto limits keep the model's offsets as trained"
+                .into(),
+        );
+    }
+    if slurm.priority_type != "priority/fairway" && slurm.site_factor_plugin != "site_factor/fairway" {
+        say(
+            Severity::Warning,
+            format!(
+                "[predictor] calibration_step: the online calibration learns at job end in priority/fairway or \
+                 site_factor/fairway, and PriorityType={} with PrioritySiteFactorPlugin={} is neither: time=auto \
+                 limits keep the model's offsets as trained",
+                slurm.priority_type, slurm.site_factor_plugin
+            ),
+        );
+    }
 }
 
 /// `[job_submit]` against `JobSubmitPlugins` and the partitions.
@@ -256,6 +287,27 @@ mod tests {
         );
         let s = SlurmPriority::parse("JobSubmitPlugins=lua,fairway\n");
         assert!(check(&cfg("[job_submit.qos]\nbatch = \"normal\"\n"), &s).is_empty());
+    }
+
+    #[test]
+    fn online_calibration_needs_the_record_and_a_fairway_priority_plugin() {
+        let model = "[predictor]\nmodel = \"m.json\"\n";
+        let s = SlurmPriority::parse("JobSubmitPlugins=fairway\nPriorityType=priority/multifactor\n");
+        let f: Vec<String> = check(&cfg(model), &s).iter().map(|f| f.message.clone()).collect();
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].contains("record_prediction = true") && f[1].contains("PriorityType=priority/multifactor"));
+        let recorded = format!("{model}[job_submit.time]\nrecord_prediction = true\n");
+        let s = SlurmPriority::parse("JobSubmitPlugins=fairway\nPriorityType=priority/fairway\n");
+        assert!(check(&cfg(&recorded), &s).is_empty());
+        let s = SlurmPriority::parse(
+            "JobSubmitPlugins=fairway\nPriorityType=priority/multifactor\nPrioritySiteFactorPlugin=site_factor/fairway\n",
+        );
+        assert!(check(&cfg(&recorded), &s).is_empty());
+        // Nothing to say with the calibration off, without a model, or without job_submit/fairway.
+        let off = SlurmPriority::parse("JobSubmitPlugins=fairway\n");
+        assert!(check(&cfg(&format!("{model}calibration_step = 0\n")), &off).is_empty());
+        assert!(check(&cfg(""), &off).is_empty());
+        assert!(check(&cfg(model), &SlurmPriority::parse("")).is_empty());
     }
 
     #[test]

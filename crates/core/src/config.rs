@@ -111,12 +111,35 @@ pub struct PredictorConfig {
     /// A learned run-time model written by `fairway predict train`; relative paths are
     /// relative to fairway.toml's directory. Unset: the mean of the last two runs.
     pub model: Option<PathBuf>,
+    /// Step of the model's online calibration (log space, 0 to 1): how far each finished
+    /// job moves its upper quantile ([`crate::predict::OnlineCalibration`]). 0: the
+    /// offsets stay as trained.
+    #[serde(deserialize_with = "calibration_step")]
+    pub calibration_step: f64,
+    /// The online calibration's state; relative paths are relative to `StateSaveLocation`.
+    pub calibration_file: PathBuf,
 }
 
 impl Default for PredictorConfig {
     fn default() -> Self {
-        Self { quantile: Quantile(0.9), state_file: PathBuf::from("fairway-predictor.json"), model: None }
+        Self {
+            quantile: Quantile(0.9),
+            state_file: PathBuf::from("fairway-predictor.json"),
+            model: None,
+            calibration_step: crate::predict::DEFAULT_STEP,
+            calibration_file: PathBuf::from("fairway-calibration.json"),
+        }
     }
+}
+
+fn calibration_step<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(serde::de::Error::custom(format!(
+            "{v} is out of range: the step is in log space, between 0 (offsets as trained) and 1"
+        )));
+    }
+    Ok(v)
 }
 
 impl PredictorConfig {
@@ -221,6 +244,19 @@ mod tests {
         assert_eq!(c.priority.weight_predicted_work, 1000);
         assert_eq!(c.priority.max_wait, Some(Seconds(2 * 86400)));
         assert_eq!(c.predictor.quantile.get(), 0.95);
+    }
+
+    #[test]
+    fn online_calibration_settings() {
+        let c = Config::parse("", Path::new("x")).unwrap();
+        assert_eq!(c.predictor.calibration_step, crate::predict::DEFAULT_STEP);
+        assert_eq!(c.predictor.calibration_file, PathBuf::from("fairway-calibration.json"));
+        let c = Config::parse("[predictor]\ncalibration_step = 0\ncalibration_file = \"c.json\"\n", Path::new("x"))
+            .unwrap();
+        assert_eq!((c.predictor.calibration_step, c.predictor.calibration_file), (0.0, PathBuf::from("c.json")));
+        let i = invalid("[predictor]\ncalibration_step = 2.5\n");
+        assert_eq!((i.line, i.key.as_deref()), (2, Some("predictor.calibration_step")));
+        assert!(i.message.contains("out of range"), "{}", i.message);
     }
 
     #[test]

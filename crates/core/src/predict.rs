@@ -10,17 +10,25 @@
 //!   (doubling, at least to the elapsed time, capped by the limit), as in EASY++;
 //! - a **learned model** ([`LearnedPredictor`]): gradient-boosted trees (`forust-ml`) on
 //!   request and history [`Features`], trained on log run time and shifted by a split-conformal
-//!   offset so that an upper quantile (say 0.85) of run times falls under the prediction.
+//!   offset so that an upper quantile (say 0.85) of run times falls under the prediction;
+//!   [`OnlineCalibration`] moves that offset as jobs finish, so that the quantile holds
+//!   when the workload drifts.
 //!
 //! The priority plugin learns at job end and keeps the history in `StateSaveLocation` so it
-//! survives restarts; [`evaluate`] replays a trace in time order and scores all three.
+//! survives restarts; [`evaluate`] replays a trace in time order and scores all three, the
+//! learned model with its offsets fixed at training and calibrated online.
 
 mod calibrate;
 mod eval;
 mod learned;
+mod online;
 
-pub use eval::{evaluate, replay, Accuracy, Evaluation, FinishedJob, LAST_TWO, LEARNED, TIME_LIMIT};
+pub use eval::{
+    evaluate, evaluate_model, replay, replay_online, Accuracy, Evaluation, FinishedJob, Window, LAST_TWO, LEARNED,
+    LEARNED_ONLINE, LEARNED_TYPICAL, TIME_LIMIT, WINDOW, WINDOW_STRIDE,
+};
 pub use learned::{Calibration, Features, LearnedPredictor, PredictError, TrainConfig, FEATURE_NAMES};
+pub use online::{outcome, Ending, OnlineCalibration, DEFAULT_STEP, MAX_SHIFT, ONLINE_FORMAT};
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;

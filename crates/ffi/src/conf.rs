@@ -53,6 +53,12 @@ pub fn state_save_location() -> PathBuf {
     }
 }
 
+/// Where the learned model's online calibration is kept (`[predictor] calibration_file`,
+/// relative to `StateSaveLocation`).
+pub fn calibration_path(config: &Config) -> PathBuf {
+    state_save_location().join(&config.predictor.calibration_file)
+}
+
 /// `SlurmUser`'s uid.
 pub fn slurm_user_id() -> u32 {
     // SAFETY: plain read of an integer field of the initialised global config.

@@ -259,6 +259,28 @@ impl<'a> JobRecord<'a> {
         }
     }
 
+    /// How the job ended, as the run-time model's online calibration sees it.
+    pub fn ending(&self) -> fairway_core::predict::Ending {
+        use fairway_core::predict::Ending;
+        match self.0.job_state & slurm_sys::JOB_STATE_BASE {
+            slurm_sys::JOB_COMPLETE => Ending::Completed,
+            slurm_sys::JOB_FAILED | slurm_sys::JOB_OOM => Ending::Failed,
+            slurm_sys::JOB_TIMEOUT => Ending::TimedOut,
+            _ => Ending::Other,
+        }
+    }
+
+    /// Seconds from start to end of a job that started and ended, whatever its state.
+    pub fn ran_secs(&self) -> Option<u64> {
+        (self.0.start_time > 0 && self.0.end_time >= self.0.start_time)
+            .then(|| (self.0.end_time - self.0.start_time) as u64)
+    }
+
+    /// The job's admin comment (job_submit/fairway's prediction record among it).
+    pub fn admin_comment(&self) -> Option<Cow<'_, str>> {
+        opt_str(self.0.admin_comment)
+    }
+
     /// Run time in seconds of a job that completed successfully.
     pub fn completed_runtime(&self) -> Option<u64> {
         let ok = self.0.job_state & slurm_sys::JOB_STATE_BASE == slurm_sys::JOB_COMPLETE;

@@ -12,6 +12,8 @@
 //! - [`sym`]: run-time lookup of symbols only `slurmctld` exports, so the same plugin
 //!   also loads in `sshare` and test programs.
 //! - [`conf`]: where `fairway.toml` is (beside `slurm.conf`) and loading it.
+//! - [`calibration`]: the learned model's online calibration in slurmctld, learned at
+//!   job end and kept in `StateSaveLocation`.
 //! - [`plugin`]: the `plugin_name` / `plugin_type` / `plugin_version` symbols and one
 //!   macro per plugin type ([`priority_plugin!`], [`job_submit_plugin!`]).
 //!
@@ -30,6 +32,8 @@
 
 #[cfg(feature = "internal")]
 pub(crate) mod assoc;
+#[cfg(feature = "internal")]
+pub mod calibration;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod conf;

@@ -7,7 +7,9 @@
 //! factor rounded up to the usual round values (some users always ask for the maximum).
 //! Runs fail early or are cancelled at realistic rates and hit their limit when they
 //! outlast it. Arrivals are Poisson, three times busier in working hours. The same seed
-//! always gives the same trace.
+//! always gives the same trace. Optionally the workload drifts: from some job on, every run
+//! takes a fixed factor longer (a slower file system, bigger models) with the same limits,
+//! and the rest of the trace is unchanged.
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -30,6 +32,11 @@ pub struct SynthConfig {
     pub start: i64,
     /// Mean time between submissions outside working hours, seconds.
     pub mean_interarrival_s: f64,
+    /// Run times of jobs from this share of the trace on (0..1) are multiplied by
+    /// `drift_factor` (before their limits cut them short); 1 or more: no drift.
+    pub drift_from: f64,
+    /// The factor (1: none).
+    pub drift_factor: f64,
 }
 
 impl Default for SynthConfig {
@@ -42,6 +49,8 @@ impl Default for SynthConfig {
             // Monday 2025-01-06 00:00 UTC.
             start: 1_736_121_600,
             mean_interarrival_s: 600.0,
+            drift_from: 1.0,
+            drift_factor: 1.0,
         }
     }
 }
@@ -122,6 +131,9 @@ pub fn generate(cfg: &SynthConfig) -> Vec<Job> {
         let mut run = r.typical_s * noise.sample(&mut rng);
         if rng.random_bool(0.05) {
             run *= f64::min(straggler.sample(&mut rng), 20.0);
+        }
+        if (id - 1) as f64 >= cfg.drift_from * cfg.jobs as f64 {
+            run *= cfg.drift_factor;
         }
         let roll = rng.random::<f64>();
         let mut state = JobState::Completed;

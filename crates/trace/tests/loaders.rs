@@ -136,6 +136,25 @@ fn errors_name_the_line() {
 }
 
 #[test]
+fn synthetic_drift_slows_the_later_jobs_only() {
+    let cfg = SynthConfig { jobs: 1000, seed: 7, ..Default::default() };
+    let plain = generate(&cfg);
+    let drifted = generate(&SynthConfig { drift_from: 0.6, drift_factor: 3.0, ..cfg });
+    for (i, (a, b)) in plain.iter().zip(&drifted).enumerate() {
+        assert_eq!((&a.name, a.submit, a.time_limit), (&b.name, b.submit, b.time_limit));
+        let (ra, rb) = (a.runtime.unwrap(), b.runtime.unwrap());
+        if i < 600 {
+            assert_eq!(a, b);
+        } else if b.state != JobState::Timeout {
+            assert!(rb.abs_diff(3 * ra) <= 2, "job {i}: {ra} s became {rb} s");
+        } else {
+            assert_eq!(rb, b.time_limit.unwrap(), "cut short by the same limit");
+        }
+    }
+    assert!(drifted[600..].iter().filter(|j| j.state == JobState::Timeout).count() > 20);
+}
+
+#[test]
 fn synthetic_workload_round_trips_through_sacct() {
     let cfg = SynthConfig { jobs: 500, seed: 42, ..Default::default() };
     let jobs = generate(&cfg);

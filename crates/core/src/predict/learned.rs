@@ -16,7 +16,7 @@ use forust_ml::{GradientBooster, Matrix};
 use serde::{Deserialize, Serialize};
 
 use super::calibrate::{self, Held};
-use super::{JobRequest, RuntimePredictor};
+use super::{JobRequest, OnlineCalibration, RuntimePredictor};
 
 /// Model file format; bumped when features, their order or the calibration change
 /// (2: one offset per range of predictions).
@@ -187,6 +187,9 @@ pub struct LearnedPredictor {
     /// How it was calibrated.
     pub calibration: Calibration,
     booster: GradientBooster,
+    /// [`fingerprint`](Self::fingerprint), once computed.
+    #[serde(skip)]
+    fingerprint: std::sync::OnceLock<String>,
 }
 
 impl fmt::Debug for LearnedPredictor {
@@ -256,6 +259,7 @@ impl LearnedPredictor {
                 under_rate: 0.0,
             },
             booster,
+            fingerprint: std::sync::OnceLock::new(),
         };
         // Split conformal: residuals on jobs the trees never saw.
         let raw = model.raw(cal.iter().map(|(f, _, _)| f));
@@ -291,11 +295,66 @@ impl LearnedPredictor {
         self.predict_features(&Features::new(history, req), req.time_limit)
     }
 
+    /// As [`predict_features`](Self::predict_features), with the offsets moved by an online
+    /// calibration of this model (see [`OnlineCalibration::fits`]); `None`: the model's own.
+    pub fn predict_features_online(
+        &self,
+        features: &Features,
+        time_limit: Option<u64>,
+        online: Option<&OnlineCalibration>,
+    ) -> u64 {
+        let log = self.log_pred(features);
+        let offset = self.calibration.offset(log);
+        calibrate::seconds(log + online.map_or(offset, |o| o.offset(offset)), time_limit)
+    }
+
+    /// The upper-quantile run time for `req` given the history so far and the online
+    /// calibration of this model, capped by its limit: what `time=auto` limits are set from.
+    pub fn predict_online(
+        &self,
+        history: &RuntimePredictor,
+        req: &JobRequest,
+        online: Option<&OnlineCalibration>,
+    ) -> u64 {
+        self.predict_features_online(&Features::new(history, req), req.time_limit, online)
+    }
+
+    /// A short name for this model (16 hex digits) that changes when it is retrained: a
+    /// hash of its calibration, its tree count and its predictions for a few fixed jobs.
+    pub fn fingerprint(&self) -> String {
+        self.fingerprint.get_or_init(|| self.compute_fingerprint()).clone()
+    }
+
+    fn compute_fingerprint(&self) -> String {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        eat(&serde_json::to_vec(&self.calibration).unwrap_or_default());
+        eat(&(self.booster.trees.len() as u64).to_le_bytes());
+        let probes = [
+            Features([f64::NAN; FEATURE_NAMES.len()]),
+            Features([8.0, 1.0, 1.0, 8.0, 12.0, 2.0, 7.0, 7.0, 4.0, 0.5]),
+            Features([11.0, 8.0, 2.0, 64.0, 3.0, 5.0, 10.0, 9.0, 16.0, 0.9]),
+        ];
+        for p in self.raw(probes.iter()) {
+            eat(&p.to_bits().to_le_bytes());
+        }
+        format!("{h:016x}")
+    }
+
     /// The trees' own estimate for `req`, without the conformal offset: a typical run time
     /// (exp of the mean log run time of similar jobs), for ranking jobs by their work,
     /// where an upper quantile would inflate the uncertain ones. Capped by the limit.
     pub fn typical(&self, history: &RuntimePredictor, req: &JobRequest) -> u64 {
-        calibrate::seconds(self.log_pred(&Features::new(history, req)), req.time_limit)
+        self.typical_features(&Features::new(history, req), req.time_limit)
+    }
+
+    /// [`typical`](Self::typical) for a job with these features.
+    pub fn typical_features(&self, features: &Features, time_limit: Option<u64>) -> u64 {
+        calibrate::seconds(self.log_pred(features), time_limit)
     }
 
     /// Loads a model saved by [`save`](Self::save).
@@ -340,7 +399,10 @@ fn columns<'a>(rows: impl ExactSizeIterator<Item = &'a Features>) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::predict::{evaluate, FinishedJob, JobKey, LAST_TWO, LEARNED};
+    use crate::predict::{
+        evaluate, Evaluation, FinishedJob, JobKey, OnlineCalibration, LAST_TWO, LEARNED, LEARNED_ONLINE,
+        LEARNED_TYPICAL,
+    };
 
     /// A stationary synthetic workload: 30 recurring (user, name) pairs, each with its own
     /// typical run time, log-normal noise, and limits users over-request 2–8 times.
@@ -385,7 +447,7 @@ mod tests {
     #[test]
     fn calibration_meets_the_quantile_target() {
         let cfg = TrainConfig { quantile: 0.85, ..TrainConfig::default() };
-        let (eval, _) = evaluate(&workload(3000, 7), 0.6, &cfg).unwrap();
+        let (eval, _) = evaluate(&workload(3000, 7), 0.6, &cfg, 0.0).unwrap();
         assert!(eval.calibration.under_rate <= 0.15 + 1e-9, "{:?}", eval.calibration);
         let learned = eval.results.iter().find(|r| r.predictor == LEARNED).unwrap();
         let last_two = eval.results.iter().find(|r| r.predictor == LAST_TWO).unwrap();
@@ -396,15 +458,64 @@ mod tests {
     }
 
     #[test]
+    fn online_calibration_holds_the_quantile_when_run_times_drift() {
+        // The newest 40% of jobs run 2.5 times as long (limits unchanged: some hit them).
+        // One submission an hour: the longest jobs report back some 50 submissions later.
+        let mut jobs = workload(3000, 7);
+        for (i, j) in jobs.iter_mut().enumerate() {
+            if i >= 1800 {
+                j.runtime = ((j.runtime as f64 * 2.5) as u64).min(j.request.time_limit.unwrap());
+            }
+            j.request.submit *= 6;
+            j.end = j.request.submit + j.runtime as i64;
+        }
+        let cfg = TrainConfig::default();
+        let (eval, _) = evaluate(&jobs, 0.6, &cfg, crate::predict::DEFAULT_STEP).unwrap();
+        let rate = |name: &str| eval.results.iter().find(|r| r.predictor == name).unwrap().under_rate;
+        assert!(rate(LEARNED) > 0.35, "fixed offsets should stop covering: {}", rate(LEARNED));
+        assert!((rate(LEARNED_ONLINE) - 0.15).abs() <= 0.03, "online: {}", rate(LEARNED_ONLINE));
+        assert!(eval.online.shift > 0.5 && eval.online.jobs > 1100, "{:?}", eval.online);
+        // The typical run time is not the calibration's business; step 0 is the fixed model.
+        let (off, _) = evaluate(&jobs, 0.6, &cfg, 0.0).unwrap();
+        let mae = |e: &Evaluation, name: &str| e.results.iter().find(|r| r.predictor == name).unwrap().mae_s;
+        assert_eq!(mae(&off, LEARNED_TYPICAL), mae(&eval, LEARNED_TYPICAL));
+        assert_eq!(mae(&off, LEARNED_ONLINE), mae(&off, LEARNED));
+        // The worst stretch is the one right after the change, and online it is shorter-lived.
+        let last = eval.windows.last().unwrap();
+        assert!(last.fixed > 0.3 && last.online < 0.25, "{last:?}");
+    }
+
+    #[test]
+    fn fingerprints_tell_models_apart() {
+        let (_, a) = evaluate(&workload(400, 3), 0.7, &TrainConfig::default(), 0.05).unwrap();
+        let (_, b) = evaluate(&workload(400, 4), 0.7, &TrainConfig::default(), 0.05).unwrap();
+        assert_eq!(a.fingerprint(), a.fingerprint());
+        assert_eq!(a.fingerprint().len(), 16);
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        // The online state applies to its own model only, and moves the upper quantile alone.
+        let mut online = OnlineCalibration::new(&a, 0.05);
+        assert!(online.fits(&a) && !online.fits(&b));
+        let history = RuntimePredictor::default();
+        let req = workload(1, 9).remove(0).request;
+        let req = JobRequest { time_limit: None, ..req };
+        assert_eq!(a.predict_online(&history, &req, Some(&online)), a.predict(&history, &req));
+        online.shift = 0.5;
+        let (base, moved) = (a.predict(&history, &req) as f64, a.predict_online(&history, &req, Some(&online)) as f64);
+        assert!((moved / base - 0.5f64.exp()).abs() < 0.01, "{base} → {moved}");
+        assert_eq!(a.typical(&history, &req), a.typical_features(&Features::new(&history, &req), None));
+    }
+
+    #[test]
     fn model_round_trips_through_its_file() {
         let jobs = workload(400, 3);
-        let (_, model) = evaluate(&jobs, 0.7, &TrainConfig::default()).unwrap();
+        let (_, model) = evaluate(&jobs, 0.7, &TrainConfig::default(), 0.05).unwrap();
         let dir = std::env::temp_dir().join(format!("fairway-learned-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("model.json");
         model.save(&path).unwrap();
         let back = LearnedPredictor::load(&path).unwrap();
         assert_eq!(back.calibration, model.calibration);
+        assert_eq!(back.fingerprint(), model.fingerprint());
         let mut history = RuntimePredictor::default();
         for j in &jobs {
             let (a, b) = (model.predict(&history, &j.request), back.predict(&history, &j.request));
@@ -450,10 +561,10 @@ mod tests {
     #[test]
     fn refuses_bad_settings_and_tiny_traces() {
         let jobs = workload(10, 1);
-        assert!(matches!(evaluate(&jobs, 0.5, &TrainConfig::default()), Err(PredictError::TooFewJobs { .. })));
+        assert!(matches!(evaluate(&jobs, 0.5, &TrainConfig::default(), 0.05), Err(PredictError::TooFewJobs { .. })));
         let bad = TrainConfig { quantile: 1.5, ..TrainConfig::default() };
-        assert!(matches!(evaluate(&workload(100, 1), 0.5, &bad), Err(PredictError::Config(_))));
-        assert!(matches!(evaluate(&jobs, 1.0, &TrainConfig::default()), Err(PredictError::Config(_))));
+        assert!(matches!(evaluate(&workload(100, 1), 0.5, &bad, 0.05), Err(PredictError::Config(_))));
+        assert!(matches!(evaluate(&jobs, 1.0, &TrainConfig::default(), 0.05), Err(PredictError::Config(_))));
     }
 
     #[test]

@@ -684,13 +684,23 @@ fn time_limit(
         }
     }
     if cfg.time.record_prediction {
-        let record = format!("fairway:predicted_runtime={}", predicted.map_or("unknown".into(), |p| p.to_string()));
+        let record = format!("{RECORD}{}", predicted.map_or("unknown".into(), |p| p.to_string()));
         job.admin_comment = Some(match job.admin_comment.take() {
             Some(a) if !a.is_empty() => format!("{a} {record}"),
             _ => record,
         });
     }
     predicted
+}
+
+/// How a job's predicted run time is recorded in its admin comment
+/// (`[job_submit.time] record_prediction`), followed by the seconds or `unknown`.
+pub const RECORD: &str = "fairway:predicted_runtime=";
+
+/// The predicted run time recorded in an admin comment (the last record, if an
+/// administrator appended text or a job was resubmitted), when there is one.
+pub fn recorded_prediction(admin_comment: &str) -> Option<u64> {
+    admin_comment.split_whitespace().rev().find_map(|w| w.strip_prefix(RECORD)).and_then(|v| v.parse().ok())
 }
 
 #[cfg(test)]

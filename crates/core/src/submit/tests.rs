@@ -290,6 +290,20 @@ fn time_auto_uses_the_prediction_capped_by_the_partition() {
 }
 
 #[test]
+fn the_recorded_prediction_reads_back() {
+    let req = JobRequest { partition: Some("a100".into()), ..job("fairway: time=auto") };
+    let o = run_with(&req, &|_| Some(3600)).unwrap();
+    assert_eq!(o.job.admin_comment.as_deref().and_then(recorded_prediction), Some(3600));
+    let with_note = JobRequest { admin_comment: Some("ticket 42".into()), ..req };
+    let o = run_with(&with_note, &|_| Some(90)).unwrap();
+    assert_eq!(o.job.admin_comment.as_deref(), Some("ticket 42 fairway:predicted_runtime=90"));
+    assert_eq!(recorded_prediction(o.job.admin_comment.as_deref().unwrap()), Some(90));
+    assert_eq!(recorded_prediction("fairway:predicted_runtime=unknown"), None);
+    assert_eq!(recorded_prediction("fairway:predicted_runtime=5 fairway:predicted_runtime=9"), Some(9));
+    assert_eq!(recorded_prediction("nothing here"), None);
+}
+
+#[test]
 fn an_update_that_cannot_be_checked_against_the_job_is_refused_only_where_rules_apply() {
     let time_only = JobRequest { time_limit: Some(30), name: Some("renamed".into()), ..JobRequest::default() };
     assert_eq!(check_update_without_job(&time_only), Ok(()));

@@ -10,12 +10,18 @@
 //! takes effect at the next submission, and a file that no longer parses is logged
 //! and ignored in favour of the last good one. The same holds for `slurm.conf`'s
 //! partitions and the runtime predictor's history, which the priority plugin writes.
+//!
+//! `time=auto` limits come from the learned model's upper quantile with its offsets as
+//! calibrated online: priority/fairway (or site_factor/fairway) learns from each job that
+//! ends and saves the calibration in `StateSaveLocation` (`fairway_ffi::calibration`); this
+//! plugin re-reads that file when it changes. A file that does not load, or belongs to
+//! another model, is logged and the model's own offsets are used.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use fairway_core::predict::{JobRequest as PredictionRequest, LearnedPredictor, RuntimePredictor};
+use fairway_core::predict::{JobRequest as PredictionRequest, LearnedPredictor, OnlineCalibration, RuntimePredictor};
 use fairway_core::submit::partitions::Partitions;
 use fairway_core::submit::{self, JobRequest, Mode, Site};
 use fairway_core::Config;
@@ -38,12 +44,22 @@ impl<T> Watched<T> {
     /// The current value, reloading first if the file changed. A failed reload keeps
     /// the last good value (and is not retried until the file changes again).
     fn get<E: std::fmt::Display>(&mut self, load: impl FnOnce(&Path) -> Result<T, E>) -> Arc<T> {
+        self.get_logged(load, true)
+    }
+
+    /// As [`get`](Self::get); `announce`: log each reload (files that change at every
+    /// job end would fill the log).
+    fn get_logged<E: std::fmt::Display>(&mut self, load: impl FnOnce(&Path) -> Result<T, E>, announce: bool) -> Arc<T> {
         let now = mtime(&self.path);
         if now != self.mtime {
             self.mtime = now;
             match load(&self.path) {
                 Ok(v) => {
-                    tracing::info!("reloaded {}", self.path.display());
+                    if announce {
+                        tracing::info!("reloaded {}", self.path.display());
+                    } else {
+                        tracing::debug!("reloaded {}", self.path.display());
+                    }
                     self.value = Arc::new(v);
                 }
                 Err(e) => tracing::error!("{e}; keeping the last good {}", self.path.display()),
@@ -65,6 +81,8 @@ struct Inputs {
     /// `[predictor] model` as last configured, and the model, if it loaded.
     model_file: Option<PathBuf>,
     model: Option<Watched<LearnedPredictor>>,
+    /// The model's online calibration, as slurmctld's priority plugin last saved it.
+    calibration: Watched<Option<OnlineCalibration>>,
 }
 
 impl Inputs {
@@ -105,10 +123,19 @@ fn predictor_path(config: &Config) -> PathBuf {
     fairway_ffi::conf::state_save_location().join(&config.predictor.state_file)
 }
 
+/// The saved online calibration; one that does not load is logged and ignored (the
+/// model's own offsets apply until slurmctld saves a good one).
+fn load_calibration(path: &Path) -> Result<Option<OnlineCalibration>, String> {
+    Ok(OnlineCalibration::load(path).unwrap_or_else(|e| {
+        tracing::error!("{e}; time=auto uses the model's own offsets");
+        None
+    }))
+}
+
 impl FairwayJobSubmit {
     /// Runs the rules on `req` with the current inputs.
     fn evaluate(&self, req: &JobRequest, mode: Mode) -> Result<submit::Outcome, submit::Rejection> {
-        let (config, partitions, predictor, model) = {
+        let (config, partitions, predictor, model, calibration) = {
             let mut i = self.inputs.lock().unwrap_or_else(|e| e.into_inner());
             let config = i.config.get(load_config);
             let partitions = i.partitions.get(load_partitions);
@@ -118,11 +145,20 @@ impl FairwayJobSubmit {
             }
             let predictor = i.predictor.get(RuntimePredictor::load);
             let model = i.model(&config);
-            (config, partitions, predictor, model)
+            let path = fairway_ffi::conf::calibration_path(&config);
+            if i.calibration.path != path {
+                i.calibration = Watched::new(path.clone(), load_calibration(&path).unwrap_or_default());
+            }
+            let calibration = i.calibration.get_logged(load_calibration, false);
+            (config, partitions, predictor, model, calibration)
+        };
+        // The calibration of this model, unless it is off; else the model's own offsets.
+        let online = |m: &LearnedPredictor| {
+            calibration.as_ref().as_ref().filter(|c| config.predictor.calibration_step > 0.0 && c.fits(m)).cloned()
         };
         // Without a model: the mean of the last two runs, and nothing for a new job.
         let predict = |r: &PredictionRequest| match model.as_deref() {
-            Some(m) => Some(m.predict(&predictor, r)),
+            Some(m) => Some(m.predict_online(&predictor, r, online(m).as_ref())),
             None => predictor.predict(&r.key, None),
         };
         let site = Site { partitions: &partitions, predict: &predict, now: fairway_ffi::plugin::unix_now() };
@@ -151,12 +187,15 @@ impl JobSubmit for FairwayJobSubmit {
             if rules.qos.batch.is_some() || rules.qos.interactive.is_some() { "on" } else { "off" },
             rules.time.auto_margin * 100.0
         );
+        let calibration_path = fairway_ffi::conf::calibration_path(&config);
+        let calibration = load_calibration(&calibration_path).unwrap_or_default();
         let mut inputs = Inputs {
             config: Watched::new(toml, config),
             partitions: Watched::new(slurm_conf, partitions),
             predictor: Watched::new(path, predictor),
             model_file: None,
             model: None,
+            calibration: Watched::new(calibration_path, calibration),
         };
         let config = inputs.config.value.clone();
         inputs.model(&config);

@@ -7,7 +7,9 @@
 //! partition and QOS), and the decision is written back once
 //! (`JobRecord::write_priority`). With every term off the priorities are multifactor's.
 //! The decay thread (usage decay and accrual, fair share) is `fairway_ffi`'s; run times
-//! are learned at job end and saved after each decay pass in `StateSaveLocation`.
+//! are learned at job end and saved after each decay pass in `StateSaveLocation`, and so
+//! is the learned model's online calibration, which job_submit/fairway's `time=auto`
+//! limits read (`fairway_ffi::calibration`).
 //!
 //! Built for Slurm 22.05's priority ABI and for 24.05+'s (tested on 24.11): the
 //! differences live in `fairway_ffi`'s `priority_plugin!`.
@@ -16,6 +18,7 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 use fairway_core::priority::{JobPriority, Pass};
 use fairway_core::Config;
+use fairway_ffi::calibration::Calibrator;
 use fairway_ffi::job::{self, JobRecord};
 use fairway_ffi::multifactor::Knobs;
 use fairway_ffi::plugin::{Priority, PriorityOf};
@@ -28,6 +31,8 @@ pub struct FairwayPriority {
     knobs: RwLock<Knobs>,
     /// fairway.toml's terms, the run times behind them, the jobs that go first.
     terms: TermsState<JobPriority>,
+    /// The learned model's upper quantile, calibrated from the jobs that end.
+    calibration: Calibrator,
 }
 
 impl FairwayPriority {
@@ -41,13 +46,18 @@ impl Priority for FairwayPriority {
         if in_slurmctld {
             fairway_ffi::conf::log_findings(&config);
         }
-        Ok(Self { knobs: RwLock::new(Knobs::read()), terms: TermsState::load(&config, in_slurmctld) })
+        Ok(Self {
+            knobs: RwLock::new(Knobs::read()),
+            terms: TermsState::load(&config, in_slurmctld),
+            calibration: Calibrator::load(&config, in_slurmctld),
+        })
     }
 
     fn reconfig(&self, _assoc_clear: bool) {
         self.knobs.write().unwrap_or_else(|e| e.into_inner()).reread();
         if fairway_ffi::sym::in_slurmctld() {
             self.terms.reconfigure();
+            self.calibration.reconfigure();
         }
     }
 
@@ -88,14 +98,17 @@ impl Priority for FairwayPriority {
 
     fn job_end(&self, job: &mut JobRecord<'_>) {
         self.terms.learn(job);
+        self.calibration.job_ended(job);
     }
 
     fn after_decay_pass(&self) {
         self.terms.save_if_dirty();
+        self.calibration.save_if_dirty();
     }
 
     fn fini(&self) {
         self.terms.save_if_dirty();
+        self.calibration.save_if_dirty();
     }
 }
 

@@ -8,7 +8,8 @@
 //! and the longest-starving job of each partition `terms::FIRST_STARVING_SITE` more.
 //! Fairway only ever replaces its own part (`terms::replace_site_part`): a site factor
 //! set by an admin (`scontrol update SiteFactor=`) or a job_submit plugin is kept. Run
-//! times are learned from jobs that completed since the last update.
+//! times are learned from jobs that completed since the last update, and the learned
+//! model's online calibration from jobs that ended (`fairway_ffi::calibration`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -16,6 +17,7 @@ use std::sync::Mutex;
 
 use fairway_core::priority::SiteFactor;
 use fairway_core::Config;
+use fairway_ffi::calibration::Calibrator;
 use fairway_ffi::job::{for_each_job, with_job, JobRecord};
 use fairway_ffi::plugin::SiteFactor as SiteFactorPlugin;
 use fairway_ffi::terms::TermsState;
@@ -23,6 +25,8 @@ use fairway_ffi::terms::TermsState;
 /// The plugin's state for the life of slurmctld.
 pub struct FairwaySiteFactor {
     terms: TermsState<SiteFactor>,
+    /// The learned model's upper quantile, calibrated from the jobs that end.
+    calibration: Calibrator,
     /// Per job: the site factor Fairway last wrote and its own part of it. If the job's
     /// site factor still equals what was written, only Fairway's part is replaced;
     /// otherwise someone else set it and it becomes the new base.
@@ -49,6 +53,7 @@ impl SiteFactorPlugin for FairwaySiteFactor {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         Ok(Self {
             terms: TermsState::load(&config, true),
+            calibration: Calibrator::load(&config, true),
             added: Mutex::new(HashMap::new()),
             last_update: AtomicI64::new(now),
         })
@@ -56,6 +61,7 @@ impl SiteFactorPlugin for FairwaySiteFactor {
 
     fn reconfig(&self) {
         self.terms.reconfigure();
+        self.calibration.reconfigure();
     }
 
     fn set(&self, job: &mut JobRecord<'_>, now: i64) {
@@ -73,10 +79,11 @@ impl SiteFactorPlugin for FairwaySiteFactor {
         let since = self.last_update.swap(now, Ordering::Relaxed);
         let state = self.terms.state();
         let mut live = HashSet::new();
+        let mut ended = Vec::new();
         state.site_pass(|mut pass| {
             for_each_job(|job| {
                 if job.end_time() > since && job.end_time() <= now {
-                    self.terms.learn(job);
+                    ended.push(job.job_id());
                 }
                 if job.is_pending() && state.enabled() {
                     let last = self.added().get(&job.job_id()).copied();
@@ -90,6 +97,13 @@ impl SiteFactorPlugin for FairwaySiteFactor {
                 with_job(id, |job| self.write(job, &out));
             }
         });
+        // Learned after the pass, which holds the run-time history.
+        for id in ended {
+            with_job(id, |job| {
+                self.terms.learn(job);
+                self.calibration.job_ended(job);
+            });
+        }
         // Forget jobs that are no longer pending.
         self.added().retain(|id, _| live.contains(id));
         // Called under the job write lock: write the history elsewhere.
