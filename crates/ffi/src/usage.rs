@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use fairway_core::fairshare;
+use fairway_core::fairshare::accrue::{self, Charge, RunningJob};
 use slurm_sys as sys;
 
 use crate::ctld::Ctld;
@@ -86,61 +86,49 @@ pub(crate) fn apply_new_usage(
     if job.end_time_exp == sys::NO_VAL as i64 {
         return;
     }
-    let start_period = start_period.max(job.start_time);
-    let end_period = if job.end_time != 0 && at_end && end_period > job.end_time { job.end_time } else { end_period };
-    let run_delta = ((end_period - start_period) as f64).max(0.0);
-    let limit_ends = job.start_time as u64 + u64::from(job.time_limit) * 60;
-    let mut tres_time_delta: u64 = if start_period as u64 >= limit_ends {
-        0
-    } else if is_finished(job) || job.job_state & (sys::JOB_COMPLETING | sys::JOB_RESIZING) != 0 {
-        limit_ends - start_period as u64
-    } else if end_period > job.end_time_exp {
-        (job.end_time_exp - start_period).max(0) as u64
-    } else {
-        run_delta as u64
+    // What the arithmetic reads of the job, before `at_end` marks it charged.
+    let mut run = RunningJob {
+        start_time: job.start_time,
+        end_time: job.end_time,
+        end_time_exp: Some(job.end_time_exp),
+        time_limit: job.time_limit,
+        done: is_finished(job) || job.job_state & (sys::JOB_COMPLETING | sys::JOB_RESIZING) != 0,
+        ..RunningJob::default()
     };
     if at_end {
         job.end_time_exp = sys::NO_VAL as i64;
     }
-    let decay_factor = fairshare::decay_factor(k.half_life);
-    let mut run_decay = fairshare::decayed_run(decay_factor, run_delta);
     let tres = ctld.tres_cnt();
     let enforce = ctld.enforce_limits();
     with_assoc_mgr(assoc_lock(sys::WRITE_LOCK, sys::WRITE_LOCK, sys::READ_LOCK), || {
         // SAFETY: job write lock (caller) and assoc/QOS write locks held; the job's
         // association chain, QOS and partition are live records.
         unsafe {
-            let billable = (ctld.billable)(job, start_period, true);
-            if run_delta > 0.0 {
+            let qos = job.qos_ptr;
+            run.usage_factor = qos.as_ref().map(|q| q.usage_factor).filter(|&f| f >= 0.0);
+            run.tres_alloc = (0..tres)
+                .map(|t| match job.tres_alloc_cnt.is_null() {
+                    true => 0,
+                    false => Some(*job.tres_alloc_cnt.add(t)).filter(|&c| c != sys::NO_CONSUME_VAL64).unwrap_or(0),
+                })
+                .collect();
+            // The numbers are fairway-core's (the simulator charges with the same function).
+            let job_ptr: *mut sys::job_record_t = job;
+            let billable = |from: i64| (ctld.billable)(job_ptr, from, true);
+            let Some(c) = accrue::charge(&run, k.half_life, start_period, end_period, at_end, billable) else { return };
+            if c.ran {
                 USAGE_ADDED.store(true, Ordering::Relaxed);
             }
-            let mut real_decay = run_decay * billable;
-            let mut real_nodecay = run_delta * billable;
-            let mut run_nodecay = run_delta;
-            let qos = job.qos_ptr;
-            if let Some(q) = qos.as_ref() {
-                if q.usage_factor >= 0.0 {
-                    real_decay *= q.usage_factor;
-                    run_decay *= q.usage_factor;
-                    real_nodecay *= q.usage_factor;
-                    run_nodecay *= q.usage_factor;
-                    tres_time_delta = (tres_time_delta as f64 * q.usage_factor) as u64;
-                }
-            }
-            let mut tres_run_delta = vec![0u64; tres];
-            let mut tres_run_decay = vec![0f64; tres];
-            let mut tres_run_nodecay = vec![0f64; tres];
-            if !job.tres_alloc_cnt.is_null() {
-                for t in 0..tres {
-                    let c = *job.tres_alloc_cnt.add(t);
-                    if c == 0 || c == sys::NO_CONSUME_VAL64 {
-                        continue;
-                    }
-                    tres_run_delta[t] = tres_time_delta.wrapping_mul(c);
-                    tres_run_decay[t] = run_decay * c as f64;
-                    tres_run_nodecay[t] = run_nodecay * c as f64;
-                }
-            }
+            let Charge {
+                run_decay,
+                real_decay,
+                run_nodecay,
+                real_nodecay,
+                tres_run_delta,
+                tres_run_decay,
+                tres_run_nodecay,
+                ..
+            } = c;
             let job_ref = &*job;
             let charge_qos = |q: *mut sys::slurmdb_qos_rec_t| {
                 let Some(q) = q.as_mut() else { return };
