@@ -162,17 +162,7 @@ impl Policy<'_> {
         let mut factors = multifactor::factors(w, &job.factors);
         let (terms, expected_runtime) = match &job.terms {
             Some(t) if terms::any_enabled(self.terms) => {
-                let expected = self.expected_runtime(t);
-                let terms = terms::compute(
-                    self.terms,
-                    &TermsInput {
-                        now: job.factors.now,
-                        eligible_since: t.eligible_since,
-                        deadline: t.deadline,
-                        expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
-                        gpus: t.gpus,
-                    },
-                );
+                let (terms, expected) = self.terms_of(t, job.factors.now);
                 let bonus = terms::site_bonus(self.terms, &terms);
                 factors.site = (i64::from(factors.site) + bonus).clamp(0, i64::from(u32::MAX)) as u32;
                 (Some(terms), expected)
@@ -195,6 +185,19 @@ impl Policy<'_> {
                 .collect()
         };
         JobPriority { priority, weighted: Some(Weighted::new(w, &factors)), per_partition, terms, expected_runtime }
+    }
+
+    /// The job's terms at `now` and the run time they assumed.
+    fn terms_of(&self, t: &TermsJob, now: i64) -> (Terms, Option<u64>) {
+        let expected = self.expected_runtime(t);
+        let input = TermsInput {
+            now,
+            eligible_since: t.eligible_since,
+            deadline: t.deadline,
+            expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
+            gpus: t.gpus,
+        };
+        (terms::compute(self.terms, &input), expected)
     }
 
     /// The run time the terms assume: the caller's, else the prediction from the job's
@@ -224,17 +227,7 @@ impl Policy<'_> {
         if !terms::any_enabled(self.terms) {
             return None;
         }
-        let expected = self.expected_runtime(job);
-        let t = terms::compute(
-            self.terms,
-            &TermsInput {
-                now,
-                eligible_since: job.eligible_since,
-                deadline: job.deadline,
-                expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
-                gpus: job.gpus,
-            },
-        );
+        let (t, expected) = self.terms_of(job, now);
         let part = terms::site_contribution(self.terms, &t, first);
         Some(SiteFactor {
             site: terms::replace_site_part(current, last, part),
