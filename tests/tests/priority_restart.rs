@@ -61,3 +61,37 @@ fn usage_reset_now_clears_usage_on_restart() {
     c.wait_until("usage cleared", || Ok(raw_usage(&c, "fw_bob") == 0.0)).unwrap();
     c.stop().unwrap();
 }
+
+/// A panic inside a decay pass costs that pass, not the thread; and `scontrol
+/// reconfigure` while jobs end neither hangs slurmctld nor sends Fairway's state
+/// anywhere but StateSaveLocation (a NULL read mid-reconfigure once renamed it over
+/// /dev/null).
+#[test]
+fn the_decay_thread_outlives_a_panic_and_reconfigures() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let spec = ClusterSpec { slurm_conf_extra: vec!["PriorityCalcPeriod=1".into()], ..ClusterSpec::default() };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    // Every pass panics at this job (test builds only; held, so it never runs).
+    c.sbatch("fw_alice", &["--hold", "--comment=fairway-test:decay-panic", "--wrap=true"]).unwrap();
+    wait_for_decay_pass(&c);
+    wait_for_decay_pass(&c);
+    let log = c.log("slurmctld");
+    let panics = log.matches("decay pass: internal error (panic: fault injected by job comment").count();
+    assert!(panics >= 2, "{panics} panicking passes logged, the thread should have run on:\n{log}");
+
+    for _ in 0..4 {
+        let job = c.sbatch("fw_bob", &["--wrap=sleep 2"]).unwrap();
+        let out = c.cmd("scontrol", &["reconfigure"]).unwrap();
+        assert!(out.ok(), "{out:?}");
+        c.wait_job(job, &["COMPLETED"], Duration::from_secs(120)).unwrap();
+    }
+    wait_for_decay_pass(&c);
+    let ping = c.cmd("scontrol", &["ping"]).unwrap();
+    assert!(ping.stdout.contains("UP"), "{ping:?}");
+    let null = std::fs::metadata("/dev/null").unwrap();
+    assert!(null.file_type().is_char_device(), "/dev/null is no longer a device: {null:?}");
+    let state = std::fs::metadata(c.dir().join("state/fairway_priority_last_decay")).unwrap();
+    assert!(state.is_file(), "{state:?}");
+    assert_eq!(state.permissions().mode() & 0o777, 0o600, "state files are private");
+    c.stop().unwrap();
+}

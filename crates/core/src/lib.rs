@@ -19,6 +19,7 @@
 //!   learned upper-quantile model, with a trace replay that scores them.
 //! - [`preempt`]: `preempt/fairway`'s policy: `preempt/qos` semantics, victim order and
 //!   choice, and grace times long enough for a declared checkpoint.
+//! - [`state_file`]: state files written whole (temp, fsync, rename) and private (0600).
 //! - [`submit`]: `job_submit/fairway`'s rules: directive, tiers, QoS, gangs, defaults.
 //! - [`topology`]: a node's GPUs, NUMA nodes and NVLink lanes (Fairway's topology file),
 //!   the gres.conf lines that describe them, and the choice of the best-connected GPUs.
@@ -33,6 +34,7 @@ pub mod multifactor;
 pub mod predict;
 pub mod preempt;
 pub mod priority;
+pub mod state_file;
 pub mod submit;
 pub mod terms;
 pub mod time;

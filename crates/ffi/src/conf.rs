@@ -1,23 +1,65 @@
 //! Where Fairway's configuration is, and reading Slurm's.
+//!
+//! The paths of `slurm.conf` and `StateSaveLocation` are copied once, when a plugin is
+//! loaded ([`remember_paths`], again at `scontrol reconfigure`), never read from
+//! `slurm_conf` by a thread of Fairway's own: `scontrol reconfigure` frees and re-reads
+//! those strings without any lock that thread holds, and a NULL read mid-reconfigure
+//! once sent the decay thread's state to `/dev/null`.
 
 use std::ffi::CStr;
 use std::path::PathBuf;
+use std::sync::RwLock;
 
 use fairway_core::config::{self, Config, ConfigError};
+
+/// The paths read from `slurm_conf` at load time (`None`: not yet read).
+static PATHS: RwLock<Option<Paths>> = RwLock::new(None);
+
+#[derive(Clone)]
+struct Paths {
+    slurm_conf: PathBuf,
+    state_save: Option<PathBuf>,
+}
+
+/// Copies `slurm.conf`'s path and `StateSaveLocation` from Slurm's configuration. Call
+/// only where Slurm's configuration is stable: a plugin's `init`, and
+/// `priority_p_reconfig` (after slurmctld has re-read it).
+pub fn remember_paths() {
+    let paths = read_paths();
+    *PATHS.write().unwrap_or_else(|e| e.into_inner()) = Some(paths);
+}
+
+fn read_paths() -> Paths {
+    // SAFETY: `slurm_conf` is libslurmfull's global, initialised before any plugin is
+    // loaded; its strings are NULL or NUL-terminated. Called where no reconfigure runs.
+    let (conf, state) = unsafe {
+        let c = &*std::ptr::addr_of!(slurm_sys::slurm_conf);
+        let s = |p: *mut std::os::raw::c_char| {
+            (!p.is_null()).then(|| PathBuf::from(CStr::from_ptr(p).to_string_lossy().into_owned()))
+        };
+        (s(c.slurm_conf), s(c.state_save_location))
+    };
+    Paths {
+        slurm_conf: conf
+            .or_else(|| std::env::var_os("SLURM_CONF").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf")),
+        state_save: state.filter(|p| !p.as_os_str().is_empty()),
+    }
+}
+
+fn paths() -> Paths {
+    if let Some(p) = PATHS.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        return p.clone();
+    }
+    // Not remembered yet (a client such as sshare, or a test): read now, once.
+    let mut w = PATHS.write().unwrap_or_else(|e| e.into_inner());
+    w.get_or_insert_with(read_paths).clone()
+}
 
 /// `slurm.conf` of this process: the path Slurm read (`slurm_conf.slurm_conf`), else
 /// `$SLURM_CONF`, else Debian's default.
 pub fn slurm_conf_path() -> PathBuf {
-    // SAFETY: `slurm_conf` is libslurmfull's global, initialised before any plugin is
-    // loaded; `slurm_conf.slurm_conf` is NULL or a NUL-terminated path that lives as long
-    // as the configuration. We only read it.
-    let from_slurm = unsafe {
-        let p = (*std::ptr::addr_of!(slurm_sys::slurm_conf)).slurm_conf;
-        (!p.is_null()).then(|| PathBuf::from(CStr::from_ptr(p).to_string_lossy().into_owned()))
-    };
-    from_slurm
-        .or_else(|| std::env::var_os("SLURM_CONF").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))
+    paths().slurm_conf
 }
 
 /// `fairway.toml` beside `slurm.conf`.
@@ -41,16 +83,16 @@ pub fn load() -> Result<Config, ConfigError> {
     }
 }
 
-/// `StateSaveLocation`.
+/// `StateSaveLocation`, where Fairway keeps its state files; `None` when slurm.conf
+/// sets none or sets `/dev/null` (no state is kept then, rather than writing beside a
+/// device).
+pub fn state_dir() -> Option<PathBuf> {
+    paths().state_save.filter(|p| p.is_dir())
+}
+
+/// `StateSaveLocation` (Slurm's default when unset), for paths that are only read.
 pub fn state_save_location() -> PathBuf {
-    // SAFETY: NUL-terminated path in the initialised config, or NULL.
-    unsafe {
-        let p = (*std::ptr::addr_of!(slurm_sys::slurm_conf)).state_save_location;
-        if p.is_null() {
-            return PathBuf::from("/var/spool/slurmctld");
-        }
-        PathBuf::from(CStr::from_ptr(p).to_string_lossy().into_owned())
-    }
+    paths().state_save.unwrap_or_else(|| PathBuf::from("/var/spool/slurmctld"))
 }
 
 /// Where the learned model's online calibration is kept (`[predictor] calibration_file`,
@@ -63,6 +105,18 @@ pub fn calibration_path(config: &Config) -> PathBuf {
 pub fn slurm_user_id() -> u32 {
     // SAFETY: plain read of an integer field of the initialised global config.
     unsafe { (*std::ptr::addr_of!(slurm_sys::slurm_conf)).slurm_user_id }
+}
+
+/// Whether `uid` may administer jobs: root, `SlurmUser`, or a Slurm operator or
+/// administrator (sacctmgr `AdminLevel=Operator|Admin`), as slurmctld's own
+/// `validate_operator` decides. Outside slurmctld only root and SlurmUser count.
+pub fn is_operator(uid: u32) -> bool {
+    if uid == 0 || uid == slurm_user_id() {
+        return true;
+    }
+    // SAFETY: slurmctld's `bool validate_operator(uid_t)`, which takes assoc_mgr's
+    // user read lock itself (after any slurmctld lock the caller holds, Slurm's order).
+    crate::ctld::ctld().is_some_and(|c| unsafe { (c.validate_operator)(uid) })
 }
 
 /// `PreemptMode` from slurm.conf (`PREEMPT_MODE_*` bits).

@@ -111,16 +111,32 @@ pub fn recover(recompute: Recompute) {
 }
 
 impl DecayThread {
+    /// What `priority_p_reconfig` and `priority_p_job_end` need of the running thread,
+    /// copied out so that neither holds [`crate::plugin::DECAY`] while it takes
+    /// slurmctld's locks (`job_end` arrives holding the job write lock, `reconfig` takes
+    /// it: holding the mutex across both deadlocked 22.05).
+    pub fn running(&self) -> Running {
+        Running { ctld: self.ctld }
+    }
+}
+
+/// A handle on the running decay thread's accounting, free of any lock.
+#[derive(Clone, Copy)]
+pub struct Running {
+    ctld: &'static Ctld,
+}
+
+impl Running {
     /// `priority_p_reconfig`: slurmctld reset `grp_used_tres_run_secs` when
     /// `assoc_clear`; remove what running jobs used up to the last pass again.
-    pub fn reconfig(&self, assoc_clear: bool) {
+    pub fn reconfig(self, assoc_clear: bool) {
         if assoc_clear {
             init_grp_used_tres_run_secs(self.ctld, LAST_RAN.load(Ordering::Relaxed));
         }
     }
 
     /// `priority_p_job_end`: adds the job's usage since the last pass (job lock held).
-    pub fn job_end(&self, job: &mut JobRecord<'_>) {
+    pub fn job_end(self, job: &mut JobRecord<'_>) {
         let knobs = Knobs::read();
         apply_new_usage(self.ctld, knobs, job.raw_mut(), LAST_RAN.load(Ordering::Relaxed), now(), true);
     }
@@ -136,54 +152,58 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
     let mut next = std::time::Instant::now();
     loop {
         let start = now();
-        let prev = knobs;
-        knobs = Knobs::read();
-        reset.pass(ctld, knobs.reset_period, prev.reset_period != knobs.reset_period, start);
-        if !knobs.fair_tree() {
-            crate::assoc::classic_pass(knobs.classic_mode());
-        }
-        let delta = (start - last_ran) as f64;
-        if last_ran != 0 && delta > 0.0 {
-            let real = fairshare::real_decay(decay_factor(knobs), delta);
-            crate::assoc::apply_decay(ctld, real);
-            ctld.with_job_write(|| {
-                // SAFETY: the job write lock is held, as site_factor_g_update requires.
-                unsafe { sys::site_factor_g_update() };
-            });
+        // A panic costs this pass, not the thread: the next pass runs as usual (a pass
+        // that panicked midway may have charged part of its usage; it is not charged twice).
+        crate::guard("decay pass", (), || {
+            let prev = knobs;
+            knobs = Knobs::read();
+            reset.pass(ctld, knobs.reset_period, prev.reset_period != knobs.reset_period, start);
             if !knobs.fair_tree() {
+                crate::assoc::classic_pass(knobs.classic_mode());
+            }
+            let delta = (start - last_ran) as f64;
+            if last_ran != 0 && delta > 0.0 {
+                let real = fairshare::real_decay(decay_factor(knobs), delta);
+                crate::assoc::apply_decay(ctld, real);
                 ctld.with_job_write(|| {
+                    // SAFETY: the job write lock is held, as site_factor_g_update requires.
+                    unsafe { sys::site_factor_g_update() };
+                });
+                if !knobs.fair_tree() {
+                    ctld.with_job_write(|| {
+                        let mut changed = false;
+                        let jobs = ctld.jobs();
+                        // No assoc_mgr lock across this walk: usage accrual takes the write lock.
+                        recompute(&mut |eval| {
+                            walk_prefetched(&jobs, |j| {
+                                if decay_apply_new_usage(ctld, knobs, j, last_ran, start) {
+                                    changed |= apply_weighted(knobs, j, start, eval);
+                                }
+                            })
+                        });
+                        ctld.touch_jobs(changed);
+                    });
+                }
+            }
+            if knobs.fair_tree() {
+                // One job write lock over usage, Fair Tree and priorities (multifactor takes it
+                // twice): no job can come or go in between, so both passes go over the job
+                // pointers collected once.
+                ctld.with_job_write(|| {
+                    let jobs = ctld.jobs_with(|j| {
+                        decay_apply_new_usage(ctld, knobs, j, last_ran, start);
+                    });
+                    crate::assoc::fair_tree_pass();
+                    // assoc_mgr's association and QOS read locks once over the walk rather
+                    // than per job (multifactor's way): about a tenth of a pass.
                     let mut changed = false;
-                    let jobs = ctld.jobs();
-                    // No assoc_mgr lock across this walk: usage accrual takes the write lock.
                     recompute(&mut |eval| {
-                        walk_prefetched(&jobs, |j| {
-                            if decay_apply_new_usage(ctld, knobs, j, last_ran, start) {
-                                changed |= apply_weighted(knobs, j, start, eval);
-                            }
-                        })
+                        with_assoc_read(|| walk_prefetched(&jobs, |j| changed |= apply_weighted(knobs, j, start, eval)))
                     });
                     ctld.touch_jobs(changed);
                 });
             }
-        }
-        if knobs.fair_tree() {
-            // One job write lock over usage, Fair Tree and priorities (multifactor takes it
-            // twice): no job can come or go in between, so both passes go over the job
-            // pointers collected once.
-            ctld.with_job_write(|| {
-                let jobs = ctld.jobs_with(|j| {
-                    decay_apply_new_usage(ctld, knobs, j, last_ran, start);
-                });
-                crate::assoc::fair_tree_pass();
-                // assoc_mgr's association and QOS read locks once over the walk rather
-                // than per job (multifactor's way): about a tenth of a pass.
-                let mut changed = false;
-                recompute(&mut |eval| {
-                    with_assoc_read(|| walk_prefetched(&jobs, |j| changed |= apply_weighted(knobs, j, start, eval)))
-                });
-                ctld.touch_jobs(changed);
-            });
-        }
+        });
         last_ran = start;
         LAST_RAN.store(last_ran, Ordering::Relaxed);
         // Save usage with the pass, not only at slurmctld's 5-minute checkpoint, so a
@@ -217,6 +237,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
 fn apply_weighted(k: Knobs, j: *mut sys::job_record_t, start: i64, eval: &mut Evaluate<'_>) -> bool {
     // SAFETY: a job of job_list under the job write lock.
     let Some(mut job) = (unsafe { JobRecord::from_ptr(j) }) else { return false };
+    crate::plugin::inject_fault_marked(job.comment().as_deref(), "fairway-test:decay-panic");
     let raw = job.raw();
     if raw.priority == 0 || raw.job_state & sys::JOB_POWER_UP_NODE != 0 || (!is_pending(raw) && !k.calculate_running())
     {

@@ -42,10 +42,9 @@ impl PassRecord {
             if let Ok(line) = serde_json::to_string(&serde_json::json!({ "first": first })) {
                 lines.push(line);
             }
-            let path = crate::conf::state_save_location().join("fairway-last-pass.jsonl");
-            let tmp = path.with_extension("jsonl.new");
-            let written = std::fs::write(&tmp, lines.join("\n") + "\n").and_then(|_| std::fs::rename(&tmp, &path));
-            if let Err(e) = written {
+            let Some(dir) = crate::conf::state_dir() else { return };
+            let path = dir.join("fairway-last-pass.jsonl");
+            if let Err(e) = fairway_core::state_file::write_atomic(&path, (lines.join("\n") + "\n").as_bytes()) {
                 tracing::error!("cannot write {}: {e}", path.display());
             }
         }

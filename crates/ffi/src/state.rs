@@ -3,11 +3,8 @@
 //! `"<last pass> <last reset>\n"`), and whether usage was added since assoc_mgr's state
 //! was last saved.
 
-use std::ffi::CStr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64};
-
-use slurm_sys as sys;
 
 /// When the decay thread last ran (Slurm's `g_last_ran`), shared with `job_end`.
 pub(crate) static LAST_RAN: AtomicI64 = AtomicI64::new(0);
@@ -15,21 +12,14 @@ pub(crate) static LAST_RAN: AtomicI64 = AtomicI64::new(0);
 /// Whether a job added usage (or a reset cleared it) since the last save of assoc_mgr's state.
 pub(crate) static USAGE_ADDED: AtomicBool = AtomicBool::new(false);
 
-fn state_file() -> PathBuf {
-    // SAFETY: reads a NUL-terminated path from the initialised config.
-    let dir = unsafe {
-        let p = (*std::ptr::addr_of!(sys::slurm_conf)).state_save_location;
-        if p.is_null() {
-            return PathBuf::from("/dev/null");
-        }
-        CStr::from_ptr(p).to_string_lossy().into_owned()
-    };
-    PathBuf::from(dir).join("fairway_priority_last_decay")
+/// The state file, or `None` when slurmctld has no usable StateSaveLocation.
+fn state_file() -> Option<PathBuf> {
+    crate::conf::state_dir().map(|d| d.join("fairway_priority_last_decay"))
 }
 
 /// (last pass, last usage reset) from the state file; zeros if there is none.
 pub(crate) fn read_state() -> (i64, i64) {
-    let path = state_file();
+    let Some(path) = state_file() else { return (0, 0) };
     match std::fs::read_to_string(&path) {
         Ok(s) => match parse_state(&s) {
             Some(v) => v,
@@ -57,10 +47,8 @@ fn parse_state(s: &str) -> Option<(i64, i64)> {
 }
 
 pub(crate) fn write_state(last_ran: i64, last_reset: i64) {
-    let path = state_file();
-    let tmp = path.with_extension("new");
-    let r = std::fs::write(&tmp, format!("{last_ran} {last_reset}\n")).and_then(|_| std::fs::rename(&tmp, &path));
-    if let Err(e) = r {
+    let Some(path) = state_file() else { return };
+    if let Err(e) = fairway_core::state_file::write_atomic(&path, format!("{last_ran} {last_reset}\n").as_bytes()) {
         tracing::error!("cannot save {}: {e}", path.display());
     }
 }

@@ -105,13 +105,8 @@ pub(crate) fn apply_new_usage(
         // association chain, QOS and partition are live records.
         unsafe {
             let qos = job.qos_ptr;
-            run.usage_factor = qos.as_ref().map(|q| q.usage_factor).filter(|&f| f >= 0.0);
-            run.tres_alloc = (0..tres)
-                .map(|t| match job.tres_alloc_cnt.is_null() {
-                    true => 0,
-                    false => Some(*job.tres_alloc_cnt.add(t)).filter(|&c| c != sys::NO_CONSUME_VAL64).unwrap_or(0),
-                })
-                .collect();
+            run.usage_factor = usage_factor(job);
+            run.tres_alloc = tres_alloc(job, tres);
             // The numbers are fairway-core's (the simulator charges with the same function).
             let job_ptr: *mut sys::job_record_t = job;
             let billable = |from: i64| (ctld.billable)(job_ptr, from, true);
@@ -189,6 +184,29 @@ unsafe fn run_secs(usage_tres_raw: *mut u128, run_secs: *mut u64, add: &[f64], d
     }
 }
 
+/// The job QOS's `UsageFactor`, when it sets one (a negative value means unset).
+///
+/// # Safety
+/// `job.qos_ptr` is NULL or a live QOS record (assoc_mgr's QOS lock held).
+unsafe fn usage_factor(job: &sys::job_record_t) -> Option<f64> {
+    // SAFETY: per the function's contract.
+    unsafe { job.qos_ptr.as_ref() }.map(|q| q.usage_factor).filter(|&f| f >= 0.0)
+}
+
+/// The job's allocated TRES counts, `tres` of them (NO_CONSUME as 0).
+///
+/// # Safety
+/// `job.tres_alloc_cnt` is NULL or holds `tres` counts (the job lock held).
+unsafe fn tres_alloc(job: &sys::job_record_t, tres: usize) -> Vec<u64> {
+    if job.tres_alloc_cnt.is_null() {
+        return vec![0; tres];
+    }
+    // SAFETY: per the function's contract.
+    (0..tres)
+        .map(|t| Some(unsafe { *job.tres_alloc_cnt.add(t) }).filter(|&c| c != sys::NO_CONSUME_VAL64).unwrap_or(0))
+        .collect()
+}
+
 /// `_init_grp_used_tres_run_secs`: after a restart slurmctld re-adds each running job's
 /// whole `tres × time_limit` to `grp_used_tres_run_secs`; remove what it had already
 /// used up to the last decay pass.
@@ -210,19 +228,14 @@ pub(crate) fn init_grp_used_tres_run_secs(ctld: &Ctld, last_ran: i64) {
                     {
                         return;
                     }
-                    let mut factor =
-                        job.qos_ptr.as_ref().map_or(1.0, |q| if q.usage_factor >= 0.0 { q.usage_factor } else { 1.0 });
-                    factor *= (last_ran - job.start_time) as f64;
-                    let delta: Vec<u64> = (0..tres)
-                        .map(|t| {
-                            let c = *job.tres_alloc_cnt.add(t);
-                            if c == sys::NO_CONSUME_VAL64 {
-                                0
-                            } else {
-                                (c as f64 * factor) as u64
-                            }
-                        })
-                        .collect();
+                    // The numbers are fairway-core's, as for every charge.
+                    let run = RunningJob {
+                        start_time: job.start_time,
+                        usage_factor: usage_factor(job),
+                        tres_alloc: tres_alloc(job, tres),
+                        ..RunningJob::default()
+                    };
+                    let delta = accrue::used_run_secs(&run, last_ran);
                     let zero = vec![0.0; tres];
                     let qos_secs = |q: *mut sys::slurmdb_qos_rec_t| {
                         if let Some(u) = q.as_ref().and_then(|q| q.usage.as_mut()) {

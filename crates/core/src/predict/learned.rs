@@ -375,12 +375,11 @@ impl LearnedPredictor {
         Ok(model)
     }
 
-    /// Saves the model as JSON, atomically (write, then rename).
+    /// Saves the model as JSON, whole ([`crate::state_file::write_atomic`]).
     pub fn save(&self, path: &Path) -> Result<(), PredictError> {
         let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
         let json = serde_json::to_vec(self).map_err(|e| err(e.to_string()))?;
-        let tmp = path.with_extension("json.new");
-        std::fs::write(&tmp, json).and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| err(e.to_string()))
+        crate::state_file::write_atomic(path, &json).map_err(|e| err(e.to_string()))
     }
 }
 

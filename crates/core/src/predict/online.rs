@@ -27,7 +27,6 @@
 //! ([`save`](OnlineCalibration::save) writes a temporary file, syncs it and renames it over
 //! the old one) and job_submit/fairway re-reads it when it changes.
 
-use std::io::Write as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -175,23 +174,11 @@ impl OnlineCalibration {
         Ok(Some(state))
     }
 
-    /// Saves the state so that a crash leaves either the old file or the new one: written
-    /// to a temporary file beside it, synced, renamed over it, and the directory synced.
+    /// Saves the state so that a crash leaves either the old file or the new one
+    /// ([`crate::state_file::write_atomic`]).
     pub fn save(&self, path: &Path) -> Result<(), String> {
-        let err = |e: std::io::Error| format!("{}: {e}", path.display());
         let json = serde_json::to_vec(self).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".new");
-        let tmp = std::path::PathBuf::from(tmp);
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(&json).and_then(|_| f.sync_all()).map_err(err)?;
-        drop(f);
-        std::fs::rename(&tmp, path).map_err(err)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            // The rename is durable once the directory is; not every file system allows it.
-            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
-        }
-        Ok(())
+        crate::state_file::write_atomic(path, &json).map_err(|e| format!("{}: {e}", path.display()))
     }
 }
 

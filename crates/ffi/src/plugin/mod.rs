@@ -37,7 +37,9 @@ pub use job_submit::{JobSubmit, Rejection, Verdict};
 pub use preempt::Preempt;
 #[cfg(feature = "internal")]
 #[doc(hidden)]
-pub use priority::{fairway_calc_fs_factor_ld, priority_fini, priority_init, recompute_with, start_decay, DECAY};
+pub use priority::{
+    decay_running, fairway_calc_fs_factor_ld, priority_fini, priority_init, recompute_with, start_decay, DECAY,
+};
 #[cfg(feature = "internal")]
 pub use priority::{Priority, PriorityOf};
 #[cfg(feature = "internal")]
@@ -111,6 +113,7 @@ pub fn announce() {
 
 /// Loads `fairway.toml` and builds the plugin, or logs why not.
 pub fn init_with<P>(slot: &Slot<P>, make: impl FnOnce(Config) -> Result<P, String>) -> i32 {
+    crate::conf::remember_paths();
     let config = match crate::conf::load() {
         Ok(c) => c,
         Err(e) => {
@@ -135,7 +138,14 @@ pub fn init_with<P>(slot: &Slot<P>, make: impl FnOnce(Config) -> Result<P, Strin
 /// inside the callback, to prove the guard holds in a real daemon.
 #[doc(hidden)]
 pub fn inject_fault(comment: Option<&str>) {
-    if cfg!(feature = "fault-injection") && comment.is_some_and(|c| c.contains("fairway-test:panic")) {
+    inject_fault_marked(comment, "fairway-test:panic");
+}
+
+/// [`inject_fault`] for another `marker` (`fairway-test:decay-panic` panics inside the
+/// decay thread's pass, to prove the thread outlives it).
+#[doc(hidden)]
+pub fn inject_fault_marked(comment: Option<&str>, marker: &str) {
+    if cfg!(feature = "fault-injection") && comment.is_some_and(|c| c.contains(marker)) {
         panic!("fault injected by job comment");
     }
 }

@@ -107,8 +107,9 @@ macro_rules! priority_plugin {
         #[no_mangle]
         pub extern "C" fn priority_p_reconfig(assoc_clear: bool) {
             $crate::guard("priority_p_reconfig", (), || {
+                $crate::conf::remember_paths();
                 FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::reconfig(p, assoc_clear));
-                if let Some(d) = $crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                if let Some(d) = $crate::plugin::decay_running() {
                     d.reconfig(assoc_clear);
                     $crate::multifactor::site_factor_reconfig();
                 }
@@ -148,7 +149,7 @@ macro_rules! priority_plugin {
             $crate::guard("priority_p_job_end", (), || {
                 // SAFETY: Slurm holds the job write lock and passes a valid job.
                 if let Some(mut job) = unsafe { $crate::job::JobRecord::from_ptr(job_ptr) } {
-                    if let Some(d) = $crate::plugin::DECAY.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                    if let Some(d) = $crate::plugin::decay_running() {
                         d.job_end(&mut job);
                     }
                     FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::job_end(p, &mut job));
@@ -283,6 +284,13 @@ pub fn priority_init<P: Priority>(slot: &Slot<P>, plugin_type: &'static str) -> 
     rc
 }
 
+/// The running decay thread's handle, with [`DECAY`] already released: callers go on to
+/// take slurmctld's locks, and the mutex must never be held across those.
+#[doc(hidden)]
+pub fn decay_running() -> Option<crate::decay::Running> {
+    DECAY.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|d| d.running())
+}
+
 /// Starts the decay thread (slurmctld with slurmdbd only; see [`crate::decay::start`]).
 #[doc(hidden)]
 pub fn start_decay(recompute: crate::decay::Recompute, after_pass: crate::decay::AfterPass) {
@@ -312,7 +320,10 @@ pub fn recompute_with<P: Priority>(slot: &Slot<P>, walk: &mut dyn FnMut(&mut cra
 /// goes away, unloads the site factor plugin, and lets the plugin save its state.
 #[doc(hidden)]
 pub fn priority_fini<P: Priority>(slot: &Slot<P>) -> i32 {
-    drop(DECAY.lock().unwrap_or_else(|e| e.into_inner()).take());
+    // Taken out under the mutex, joined after it is released: the thread may be waiting
+    // for the job lock held by a `job_end` that waits for the mutex.
+    let thread = DECAY.lock().unwrap_or_else(|e| e.into_inner()).take();
+    drop(thread);
     if crate::sym::in_slurmctld() {
         crate::multifactor::site_factor_fini();
     }

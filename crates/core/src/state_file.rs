@@ -1,0 +1,89 @@
+//! Writing the plugins' state files (StateSaveLocation) so that a crash, a full disk or
+//! a second writer never leaves half a file, and nobody but slurmctld's user reads them.
+//!
+//! Every state file holds users' job names and run times, which Slurm only shows a
+//! user for their own jobs (`PrivateData`): so files are created mode 0600, as Slurm's
+//! own state files are.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Replaces `path` with `bytes` atomically: written to a temporary file beside it
+/// (mode 0600), synced, renamed over it, and the directory synced, so that after a
+/// crash the file is either the old one or the new one.
+///
+/// Refuses anything but a regular file or nothing at `path`: a state location that
+/// resolves to a device (`/dev/null`) or a directory must never be renamed over.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file; not replacing it", path.display()),
+            ))
+        }
+        _ => {}
+    }
+    let tmp = temp_beside(path);
+    let written = (|| {
+        let mut f = create_private(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })();
+    if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // The rename is durable once the directory is; not every file system allows it.
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
+}
+
+/// `<dir>/.<name>.new`: hidden, and one name per file so a leftover is overwritten, not piled up.
+fn temp_beside(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.new"))
+}
+
+#[cfg(unix)]
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)
+}
+
+#[cfg(not(unix))]
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::create(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_atomic;
+
+    #[test]
+    fn replaces_the_file_whole_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+    }
+
+    #[test]
+    fn never_renames_over_a_device_or_a_directory() {
+        let err = write_atomic(std::path::Path::new("/dev/null"), b"x").unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        assert!(write_atomic(dir.path(), b"x").is_err());
+        assert!(dir.path().is_dir());
+    }
+}
