@@ -33,6 +33,8 @@ plugins-release: setup
 lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	# The fuzz targets are a workspace of their own: keep them compiling.
+	$(CARGO) check --locked --manifest-path fuzz/Cargo.toml --bins
 
 test-unit: setup
 	$(CARGO) test --workspace --exclude fairway-tests

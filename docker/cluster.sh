@@ -211,8 +211,10 @@ StorageLoc=slurm_acct_db
 CONF
     chmod 600 "$ETC/slurmdbd.conf"
     # The shipped GPU-cluster rules; jobs count as young for 30 s, not 10 min, so the
-    # e2e tests need not wait that long.
-    sed 's/^min_runtime = .*/min_runtime = 30                     # docker test cluster: short/' \
+    # e2e tests need not wait that long, and the preemption budget is one, so one test
+    # can spend it.
+    sed -e 's/^min_runtime = .*/min_runtime = 30                     # docker test cluster: short/' \
+        -e 's/^max_preemptions = .*/max_preemptions = 1                # docker test cluster: one/' \
         "$root/config/fairway.gpu-cluster.toml" >"$ETC/fairway.toml"
     if [ -f "$PLUGINS/gpu_nvml.so" ]; then
         cat >>"$ETC/fairway.toml" <<CONF

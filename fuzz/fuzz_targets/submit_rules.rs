@@ -69,12 +69,13 @@ fuzz_target!(|i: Input| {
         warn: i.warn.map(|(signal, lead, batch_only)| Warn { signal, lead, batch_only }),
         tres_bind: i.tres_bind,
         cpu_bind: None,
+        step_gpu_bind: None,
         admin_comment: i.admin_comment,
     };
     let partitions = Partitions::parse("PartitionName=gpu Default=YES MaxTime=2-00:00:00\nPartitionName=debug MaxTime=1:00:00\n");
     let predicted = i.predicted;
-    let predict = move |_: &fairway_core::predict::JobKey| predicted;
-    let site = Site { partitions: &partitions, predict: &predict };
+    let predict = move |_: &fairway_core::predict::JobRequest| predicted;
+    let site = Site { partitions: &partitions, predict: &predict, now: 0 };
     let mode = if i.modify { Mode::Modify } else { Mode::Submit };
     if let Ok(o) = evaluate(&config().job_submit, &site, &req, mode) {
         // A limit the user gave is never changed.

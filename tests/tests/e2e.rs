@@ -492,6 +492,48 @@ fn preemption_spares_a_job_in_its_minimum_runtime_while_another_victim_exists() 
     cancel_all(&c);
 }
 
+/// The budget (`max_preemptions = 1` on the docker cluster) counts preempt/fairway's own
+/// preemptions, not requeues: a job its owner requeued stays preemptable.
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn the_preemption_budget_is_not_spent_by_the_owners_own_requeues() {
+    let c = cluster();
+    if !c.logs("ctld").contains("preempt/fairway: Fairway") {
+        eprintln!("preempt/fairway is not built for Slurm {} (internal headers): nothing to test", c.version);
+        return;
+    }
+    cancel_all(&c);
+    // c4 busy with a job nobody may preempt, so the urgent job below needs c3.
+    let busy = c.sbatch("fw_alice", &["-p", "a100", "-w", "c4", "--gres=gpu:a100:4", "-t", "10", "--wrap=sleep 600"]);
+    c.wait_job(busy.unwrap(), &["RUNNING"], Duration::from_secs(60)).unwrap();
+    let sweep = c
+        .sbatch(
+            "fw_carol",
+            &["-p", "a100", "-w", "c3", "--gres=gpu:a100:4", "--qos=scavenger", "-t", "10"]
+                .into_iter()
+                .chain(["--comment=fairway: ckpt=3s", "--wrap=trap '' USR1; sleep 600"])
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+    c.wait_job(sweep, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    // The owner requeues it: Slurm's restart count is now 1, the budget.
+    let out = c.run_as("fw_carol", "scontrol", &["requeue", &sweep.to_string()]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    c.wait_for("the requeued job runs again", Duration::from_secs(180), || {
+        let j = show(&c, sweep);
+        Ok(field(&j, "JobState") == "RUNNING" && field(&j, "Restarts") == "1")
+    })
+    .unwrap();
+    let urgent =
+        c.sbatch("fw_alice", &["-p", "a100", "--qos=high", "--gres=gpu:a100:4", "-t", "5", "--wrap=sleep 5"]).unwrap();
+    c.wait_job(urgent, &["RUNNING", "COMPLETED"], Duration::from_secs(180))
+        .unwrap_or_else(|e| panic!("the requeued job was not preempted: {e}\n{}", c.log_tails()));
+    let ctld = c.logs("ctld");
+    assert!(ctld.contains(&format!("JobId={sweep} (QoS scavenger) chosen for preemption")), "{ctld}");
+    assert!(ctld.contains(&format!("JobId={sweep} preempted 1 time(s) (max_preemptions=1)")), "{ctld}");
+    cancel_all(&c);
+}
+
 /// The GPU indexes and CPU ids a running job holds on its one node, from
 /// `scontrol show job -d` (`Nodes=c1 CPU_IDs=56-57 Mem=0 GRES=gpu:h100:2(IDX:4-5)`).
 fn placement(c: &DockerCluster, job: u32) -> (Vec<usize>, CoreSet) {

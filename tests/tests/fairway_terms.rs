@@ -27,7 +27,9 @@ fn deadline_starvation_and_learned_runtimes() {
             "DebugFlags=Priority".into(),
         ],
         fairway_toml: Some(
-            "[priority]\nweight_deadline = 5000\nweight_predicted_work = 100\nmax_wait = \"0:20\"\n".into(),
+            "[priority]\nweight_deadline = 5000\ndeadline_qos = [\"high\"]\nweight_predicted_work = 100\n\
+             max_wait = \"0:20\"\n"
+                .into(),
         ),
         ..ClusterSpec::default()
     };
@@ -40,8 +42,13 @@ fn deadline_starvation_and_learned_runtimes() {
     // Hold the node so everything below stays pending.
     let out = c.cmd("scontrol", &["update", &format!("NodeName={}", c.node), "State=DRAIN", "Reason=terms"]).unwrap();
     assert!(out.ok(), "{out:?}");
-    let urgent = c.sbatch("fw_bob", &["-J", "urgent", "-t", "30", "--deadline=now+40minutes", "--wrap=true"]).unwrap();
+    let urgent = c
+        .sbatch("fw_bob", &["-J", "urgent", "-t", "30", "--qos=high", "--deadline=now+40minutes", "--wrap=true"])
+        .unwrap();
     let relaxed = c.sbatch("fw_bob", &["-J", "relaxed", "-t", "30", "--wrap=true"]).unwrap();
+    // Any user can set --deadline: outside deadline_qos it buys nothing.
+    let claimed =
+        c.sbatch("fw_bob", &["-J", "claimed", "-t", "30", "--deadline=now+40minutes", "--wrap=true"]).unwrap();
     let high = c.sbatch("fw_alice", &["-J", "important", "-t", "30", "--qos=high", "--wrap=true"]).unwrap();
     let scavenger = c.sbatch("fw_bob", &["-J", "sweep", "-t", "30", "--qos=scavenger", "--wrap=true"]).unwrap();
 
@@ -49,6 +56,8 @@ fn deadline_starvation_and_learned_runtimes() {
     let (site_relaxed, _) = sprio_site_and_priority(&c, relaxed);
     // 30 of 40 minutes needed: urgency 30 / (30 + 10) = 0.75 → 3750, plus predicted work.
     assert!(site_urgent > site_relaxed + 3000, "deadline urgency not in SITE: {site_urgent} vs {site_relaxed}");
+    let (site_claimed, _) = sprio_site_and_priority(&c, claimed);
+    assert_eq!(site_claimed, site_relaxed, "a deadline outside deadline_qos counted");
     assert!(squeue_priority(&c, urgent) > squeue_priority(&c, relaxed));
     assert!(squeue_priority(&c, scavenger) < squeue_priority(&c, high), "QOS still orders non-starving jobs");
 
@@ -85,7 +94,9 @@ fn site_factor_plugin_adds_the_terms_to_multifactor() {
             "PriorityWeightAge=0".into(),
             "PriorityCalcPeriod=1".into(),
         ],
-        fairway_toml: Some("[priority]\nweight_deadline = 5000\nmax_wait = \"1:00\"\n".into()),
+        fairway_toml: Some(
+            "[priority]\nweight_deadline = 5000\ndeadline_qos = [\"high\"]\nmax_wait = \"1:00\"\n".into(),
+        ),
         ..ClusterSpec::default()
     };
     let c = Cluster::start(&spec).expect("cluster starts");
@@ -93,11 +104,13 @@ fn site_factor_plugin_adds_the_terms_to_multifactor() {
     assert!(log.contains("site_factor/fairway: Fairway"), "site_factor/fairway not loaded:\n{log}");
     let out = c.cmd("scontrol", &["update", &format!("NodeName={}", c.node), "State=DRAIN", "Reason=terms"]).unwrap();
     assert!(out.ok(), "{out:?}");
-    let urgent = c.sbatch("fw_bob", &["-t", "30", "--deadline=now+40minutes", "--wrap=true"]).unwrap();
+    let urgent = c.sbatch("fw_bob", &["-t", "30", "--qos=high", "--deadline=now+40minutes", "--wrap=true"]).unwrap();
     let relaxed = c.sbatch("fw_bob", &["-t", "30", "--wrap=true"]).unwrap();
+    let claimed = c.sbatch("fw_bob", &["-t", "30", "--deadline=now+40minutes", "--wrap=true"]).unwrap();
     let (site_urgent, _) = sprio_site_and_priority(&c, urgent);
     let (site_relaxed, _) = sprio_site_and_priority(&c, relaxed);
     assert!(site_urgent >= 3000 && site_relaxed == 0, "SITE {site_urgent} / {site_relaxed}");
+    assert_eq!(sprio_site_and_priority(&c, claimed).0, 0, "a deadline outside deadline_qos counted");
 
     // An admin's site factor stays, with Fairway's part on top.
     let out = c.cmd("scontrol", &["update", &format!("JobId={urgent}"), "SiteFactor=100"]).unwrap();
@@ -112,5 +125,63 @@ fn site_factor_plugin_adds_the_terms_to_multifactor() {
         .unwrap();
     assert!(sprio_site_and_priority(&c, relaxed).0 < 0x7800_0000, "two jobs first in one partition");
     assert!(squeue_priority(&c, urgent) > squeue_priority(&c, relaxed));
+    c.stop().unwrap();
+}
+
+/// The predicted-work term rewards a short prediction, and history is the user's to
+/// write: decoy jobs of the same name and GPU count must not talk a long job's rank down.
+#[test]
+fn predicted_work_cannot_be_talked_down() {
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec!["PriorityWeightAge=0".into(), "PriorityWeightFairshare=0".into()],
+        fairway_toml: Some("[priority]\nweight_predicted_work = 1000\n".into()),
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    let done = |user: &str, args: &[&str]| {
+        let id = c.sbatch(user, args).unwrap();
+        c.wait_job(id, &["COMPLETED"], Duration::from_secs(180)).unwrap();
+    };
+    // A two-day limit and no comparable history: ranked by the limit, 1000 / (1 + 48) = 20.
+    let ranked_by_limit = 1000.0 / 49.0;
+
+    let site = |j| sprio_site_and_priority(&c, j).0 as f64;
+    let node = |state: &str| {
+        let out =
+            c.cmd("scontrol", &["update", &format!("NodeName={}", c.node), &format!("State={state}"), "Reason=t"]);
+        assert!(out.as_ref().is_ok_and(|o| o.ok()), "{out:?}");
+    };
+
+    // Attack 1: decoys under a short limit, then the long job under a long one.
+    done("fw_alice", &["-J", "train", "-t", "1", "--wrap=true"]);
+    done("fw_alice", &["-J", "train", "-t", "1", "--wrap=true"]);
+    node("DRAIN");
+    let train = c.sbatch("fw_alice", &["-J", "train", "-t", "2-0", "--wrap=true"]).unwrap();
+    assert!(
+        (site(train) - ranked_by_limit).abs() <= 1.0,
+        "decoys with a 1-minute limit moved a 2-day job's rank: SITE {} (ranked by its limit: {ranked_by_limit:.0})",
+        site(train)
+    );
+    c.cmd("scancel", &[&train.to_string()]).unwrap();
+    node("RESUME");
+
+    // Attack 2: decoys under the long limit itself, then a job that runs far longer than
+    // they did (ranked as 1 s, it runs 75 s).
+    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=true"]);
+    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=true"]);
+    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=sleep 75"]);
+    // An honest user's history still counts.
+    done("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=true"]);
+    done("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=true"]);
+
+    node("DRAIN");
+    let eval = c.sbatch("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=true"]).unwrap();
+    let honest = c.sbatch("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=true"]).unwrap();
+    assert!(
+        (site(eval) - ranked_by_limit).abs() <= 1.0,
+        "a user whose job outlived its rank 75-fold kept the rank: SITE {}",
+        site(eval)
+    );
+    assert!(site(honest) > 900.0, "an honest history lost its rank: SITE {}", site(honest));
     c.stop().unwrap();
 }

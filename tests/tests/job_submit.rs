@@ -149,6 +149,15 @@ fn rules_at_submission() {
         "{err}"
     );
     assert!(err.contains("Invalid qos specification"), "{err}");
+    // Allowed in one listed partition is not enough: Slurm may run the job in the other.
+    let (id, err) = sbatch(&c, "fw_bob", &["-p", "short,debug", "--qos=interactive", "--wrap=true"]);
+    assert_eq!(id, None, "-p short,debug --qos=interactive let Slurm run an interactive-QoS job in debug");
+    assert!(
+        err.contains(
+            "QoS interactive is not allowed in partition debug (Slurm may run the job in any partition it lists)"
+        ),
+        "{err}"
+    );
 
     // Gang rules: --gpus over nodes becomes the same GPUs per node...
     let (id, err) = sbatch(&c, "fw_alice", &["-N", "2", "--gpus=h100:16", "--ntasks-per-node=8", "--wrap=true"]);
@@ -205,6 +214,18 @@ fn updates_follow_the_rules_and_fairway_toml_reloads() {
     assert!(out.ok(), "{out:?}");
     let j = show(&c, id.parse().unwrap());
     assert_eq!((field(&j, "Partition"), field(&j, "QOS")), ("debug".into(), "interactive".into()), "{j}");
+    // Slurm operators (sacctmgr AdminLevel=Operator) too, not only root and SlurmUser.
+    let out = c.cmd("sacctmgr", &["-i", "modify", "user", "fw_bob", "set", "AdminLevel=Operator"]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    let out = c.cmd("scontrol", &["update", &format!("JobId={id}"), "Partition=short", "QOS=normal"]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    let to_debug = |who: &str| {
+        c.run_as(who, "scontrol", &["update", &format!("JobId={id}"), "Partition=debug", "QOS=interactive"])
+    };
+    // slurmctld learns the new admin level from slurmdbd asynchronously: poll for it.
+    c.wait_until("an operator's update passes", || Ok(to_debug("fw_bob")?.ok())).unwrap();
+    let j = show(&c, id.parse().unwrap());
+    assert_eq!((field(&j, "Partition"), field(&j, "QOS")), ("debug".into(), "interactive".into()), "{j}");
 
     // A broken fairway.toml is logged and the last good rules stay in force.
     let toml = c.dir().join("fairway.toml");
@@ -219,6 +240,15 @@ fn updates_follow_the_rules_and_fairway_toml_reloads() {
     c.cmd("scontrol", &["reconfigure"]).unwrap();
     let (id, err) = sbatch(&c, "fw_bob", &["--hold", "--wrap=true"]);
     assert_eq!(field(&show(&c, id.expect(&err)), "QOS"), "high");
+    // An emptied or deleted file does not silently turn every rule off.
+    std::fs::write(&toml, "").unwrap();
+    let (id, err) = sbatch(&c, "fw_bob", &["--hold", "--wrap=true"]);
+    assert_eq!(field(&show(&c, id.expect(&err)), "QOS"), "high");
+    assert!(c.log("slurmctld").contains("fairway.toml is empty; keeping the last good"), "{}", c.log("slurmctld"));
+    std::fs::remove_file(&toml).unwrap();
+    let (id, err) = sbatch(&c, "fw_bob", &["--hold", "--wrap=true"]);
+    assert_eq!(field(&show(&c, id.expect(&err)), "QOS"), "high");
+    assert!(c.log("slurmctld").contains("fairway.toml is gone; keeping the last good"), "{}", c.log("slurmctld"));
     c.stop().unwrap();
 }
 

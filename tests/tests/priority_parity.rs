@@ -17,7 +17,8 @@ use fairway_core::Config;
 use fairway_tests::{Cluster, ClusterSpec, Slurm};
 use serde_json::Value;
 
-const TOML: &str = "[priority]\nweight_predicted_work = 1000\nweight_deadline = 2000\nmax_wait = \"0:20\"\n";
+const TOML: &str =
+    "[priority]\nweight_predicted_work = 1000\nweight_deadline = 2000\ndeadline_qos = [\"normal\"]\nmax_wait = \"0:20\"\n";
 
 /// A recorded pass: slurm.conf's weights, each job's input and decision, the jobs lifted
 /// first.

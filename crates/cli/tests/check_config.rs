@@ -58,9 +58,16 @@ fn both_fairway_priority_plugins_exit_1_with_an_explanation() {
 #[test]
 fn terms_that_nothing_applies_are_a_warning() {
     let (code, stdout, _) =
-        check_with(Some("[priority]\nweight_deadline = 5\n"), "PriorityType=priority/multifactor\n");
+        check_with(Some("[priority]\nweight_predicted_work = 5\n"), "PriorityType=priority/multifactor\n");
     assert_eq!(code, 0);
     assert!(stdout.contains("warning: fairway.toml turns on Fairway's priority terms"), "{stdout}");
+}
+
+#[test]
+fn a_deadline_weight_no_qos_may_claim_is_a_warning() {
+    let (code, stdout, _) = check_with(Some("[priority]\nweight_deadline = 5\n"), "PriorityType=priority/fairway\n");
+    assert_eq!(code, 0);
+    assert!(stdout.contains("weight_deadline = 5 applies to no job: deadline_qos is empty"), "{stdout}");
 }
 
 #[test]

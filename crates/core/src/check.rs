@@ -117,7 +117,17 @@ pub fn check(config: &Config, slurm: &SlurmPriority) -> Vec<Finding> {
             ),
         );
     }
-    if terms::any_enabled(&config.priority) && !fairway_priority && !fairway_site {
+    let p = &config.priority;
+    if p.weight_deadline > 0 && p.deadline_qos.is_empty() {
+        say(
+            Severity::Warning,
+            format!(
+                "[priority] weight_deadline = {} applies to no job: deadline_qos is empty. List the QOS whose jobs may                  claim deadline urgency, e.g. deadline_qos = [\"high\"] (any user can set --deadline, so it is granted                  per QOS)",
+                p.weight_deadline
+            ),
+        );
+    }
+    if terms::any_enabled(p) && !fairway_priority && !fairway_site {
         say(
             Severity::Warning,
             format!(
@@ -246,6 +256,15 @@ mod tests {
     }
 
     #[test]
+    fn a_deadline_weight_without_deadline_qos_is_a_warning() {
+        let s = SlurmPriority::parse("PriorityType=priority/fairway\n");
+        let f = check(&cfg("[priority]\nweight_deadline = 10\n"), &s);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].message.contains("deadline_qos is empty"), "{f:?}");
+        assert!(check(&cfg("[priority]\nweight_deadline = 10\ndeadline_qos = [\"high\"]\n"), &s).is_empty());
+    }
+
+    #[test]
     fn both_fairway_plugins_is_an_error() {
         let s = SlurmPriority::parse("PriorityType=priority/fairway\nPrioritySiteFactorPlugin=site_factor/fairway\n");
         let f = check(&Config::default(), &s);
@@ -255,7 +274,7 @@ mod tests {
     #[test]
     fn terms_without_a_fairway_plugin_are_a_warning() {
         let s = SlurmPriority::parse("PriorityType=priority/multifactor\n");
-        let f = check(&cfg("[priority]\nweight_deadline = 10\n"), &s);
+        let f = check(&cfg("[priority]\nweight_deadline = 10\ndeadline_qos = [\"high\"]\n"), &s);
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(f[0].message.contains("do not apply them"));
     }

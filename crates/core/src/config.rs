@@ -92,6 +92,11 @@ pub struct PriorityConfig {
     pub weight_predicted_work: u32,
     /// Weight of deadline / SLA urgency (0 = off).
     pub weight_deadline: u32,
+    /// The QOS whose jobs may claim deadline urgency with `--deadline`. Any user can set
+    /// `--deadline`, and a deadline just past a job's expected end collects the whole
+    /// weight, so urgency is granted per QOS, as the QOS itself is (sacctmgr). Empty (the
+    /// default): no job claims it.
+    pub deadline_qos: Vec<String>,
     /// After this long eligible, a job rises above every job that is not starving; the
     /// longest-starving job of each partition goes first ([`crate::terms::FirstStarving`]).
     /// Slurm time syntax (`2-00:00:00`); absent = no starvation bound.
@@ -336,7 +341,7 @@ mod shipped {
         assert_eq!(c.job_submit.gpu.len(), 2);
         assert_eq!(c.job_submit.checkpoint.signal.number, 10);
         assert!(c.job_submit.checkpoint.signal.batch_only);
-        assert_eq!((c.preempt.min_runtime, c.preempt.max_grace("scavenger")), (600, Some(600)));
+        assert_eq!((c.preempt.min_runtime, c.preempt.max_grace("scavenger")), (600, 600));
     }
 }
 

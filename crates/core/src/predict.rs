@@ -39,6 +39,18 @@ use serde::{Deserialize, Serialize};
 const HISTORY: usize = 8;
 /// Run-time-to-limit ratios kept per user.
 const USER_RATIOS: usize = 32;
+/// Job keys kept; past this the keys not run for longest are forgotten (a user who
+/// names every job differently would otherwise grow slurmctld's memory for ever).
+pub const MAX_KEYS: usize = 50_000;
+/// How far past its prediction a job may run before it counts as an overrun: 25%, and
+/// a minute (short jobs jitter by seconds).
+pub const OVERRUN_ALLOWANCE: f64 = 0.25;
+const OVERRUN_SLACK_SECS: f64 = 60.0;
+/// An overrun past this many times the ranking is gross: one in a user's recent jobs is
+/// enough to lose the ranking (a job that ran 1 s twice, then a week, is the decoy attack).
+pub const GROSS_OVERRUN: f64 = 4.0;
+/// Outcomes kept per user for [`RuntimePredictor::overruns_too_often`].
+const USER_OUTCOMES: usize = 8;
 
 /// What identifies "the same job again".
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -71,6 +83,20 @@ pub struct RuntimePredictor {
     /// Recent run time / time limit per user: how much of their limits users really use.
     #[serde(default)]
     user_ratios: HashMap<u32, VecDeque<f32>>,
+    /// Per key, the time limit of each run in `history` (0: none known), oldest first.
+    #[serde(default)]
+    limits: HashMap<String, VecDeque<u64>>,
+    /// Per user, how each of their recent jobs ranked from history ended against that
+    /// ranking (0: within [`OVERRUN_ALLOWANCE`], 1: an overrun, 2: past
+    /// [`GROSS_OVERRUN`] times it), oldest first.
+    #[serde(default)]
+    overruns: HashMap<u32, VecDeque<u8>>,
+    /// Per key, when it last ran (a count of recorded runs), for eviction.
+    #[serde(default)]
+    last_ran: HashMap<String, u64>,
+    /// Runs recorded, ever (the clock of `last_ran`).
+    #[serde(default)]
+    ran: u64,
 }
 
 /// What is known about a job when it is submitted: all a predictor may use.
@@ -100,12 +126,32 @@ pub fn predict_runtime(history: &RuntimePredictor, model: Option<&LearnedPredict
 }
 
 /// The run time jobs are ranked by (priority's predicted-work term): the learned model's
-/// typical run time when a model is loaded, else as [`predict_runtime`].
+/// typical run time when a model is loaded, else the mean of the last two runs of its key
+/// that had a comparable limit ([`RuntimePredictor::predict_comparable`]). A user whose
+/// jobs keep outliving their ranking ([`RuntimePredictor::overruns_too_often`]) is ranked
+/// by the time limit, as a job without history is.
+///
+/// Why: the term rewards a short prediction, and history is the user's to write. Tiny
+/// decoy jobs of the same name and GPU count would otherwise make a week-long job look
+/// like a second: decoys with a short limit do not count for a long one, and decoys
+/// with the long limit cost the user the term once the long job overruns.
 pub fn expected_runtime(history: &RuntimePredictor, model: Option<&LearnedPredictor>, req: &JobRequest) -> Option<u64> {
+    if history.overruns_too_often(req.key.user) {
+        return req.time_limit;
+    }
     match model {
         Some(m) => Some(m.typical(history, req)),
-        None => history.predict(&req.key, req.time_limit),
+        None => history.predict_comparable(&req.key, req.time_limit),
     }
+}
+
+/// Learns a finished job as the plugins and the simulator do: whether it outlived the
+/// run time it was ranked by (before this run is known), then its run time and limit;
+/// forgets the oldest keys past [`MAX_KEYS`].
+pub fn learn(history: &mut RuntimePredictor, key: &JobKey, runtime: u64, time_limit: Option<u64>) {
+    history.note_outcome(key, runtime, time_limit);
+    history.record_with_limit(key, runtime, time_limit);
+    history.forget_oldest(MAX_KEYS);
 }
 
 impl RuntimePredictor {
@@ -126,21 +172,104 @@ impl RuntimePredictor {
         }
     }
 
+    /// The prediction a job is ranked by without a model: the mean of the last two runs
+    /// of `key` whose limit was at least half of `time_limit` (runs of unknown limit
+    /// count), the one such run when there is one, else the limit; capped by the limit.
+    pub fn predict_comparable(&self, key: &JobKey, time_limit: Option<u64>) -> Option<u64> {
+        self.comparable_runs(key, time_limit).or(time_limit).map(|p| time_limit.map_or(p, |l| p.min(l)))
+    }
+
+    /// The mean of the last two comparable runs ([`predict_comparable`](Self::predict_comparable)), if any.
+    fn comparable_runs(&self, key: &JobKey, time_limit: Option<u64>) -> Option<u64> {
+        let k = key.encode();
+        let h = self.history.get(&k)?;
+        let limits = self.limits.get(&k);
+        // `limits` may be shorter than `history` (files from before it existed): align on the newest.
+        let limit_of =
+            |i: usize| limits.and_then(|l| (l.len() + i).checked_sub(h.len()).and_then(|j| l.get(j).copied()));
+        let comparable = |i: &usize| match (limit_of(*i), time_limit) {
+            (Some(run), Some(l)) if run > 0 => run.saturating_mul(2) >= l,
+            _ => true,
+        };
+        let mut last = (0..h.len()).rev().filter(comparable).map(|i| h[i]);
+        match (last.next(), last.next()) {
+            (Some(a), Some(b)) => Some((a + b).div_ceil(2)),
+            (Some(a), None) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// Whether more than a quarter of `user`'s recent jobs ranked from history outlived
+    /// that ranking by more than [`OVERRUN_ALLOWANCE`], or one of them by more than
+    /// [`GROSS_OVERRUN`] times: their history no longer earns them a rank
+    /// ([`expected_runtime`]) until their jobs run as predicted again.
+    pub fn overruns_too_often(&self, user: u32) -> bool {
+        self.overruns.get(&user).is_some_and(|o| o.contains(&2) || o.iter().filter(|&&x| x > 0).count() * 4 > o.len())
+    }
+
+    /// Notes, before `runtime` is recorded, whether a job ranked from history outlived
+    /// that ranking. Jobs without comparable history (ranked by their limit) are not noted.
+    fn note_outcome(&mut self, key: &JobKey, runtime: u64, time_limit: Option<u64>) {
+        let Some(ranked) = self.comparable_runs(key, time_limit) else { return };
+        let ranked = time_limit.map_or(ranked, |l| ranked.min(l));
+        let (r, ranked) = (runtime as f64, ranked as f64);
+        let outcome = if r > ranked * GROSS_OVERRUN + OVERRUN_SLACK_SECS {
+            2
+        } else {
+            u8::from(r > ranked * (1.0 + OVERRUN_ALLOWANCE) + OVERRUN_SLACK_SECS)
+        };
+        let o = self.overruns.entry(key.user).or_default();
+        o.push_back(outcome);
+        while o.len() > USER_OUTCOMES {
+            o.pop_front();
+        }
+    }
+
+    /// Forgets the keys that ran longest ago until at most `max` remain (down to 90% of
+    /// it, so the scan is not repeated for every run once full).
+    pub fn forget_oldest(&mut self, max: usize) {
+        if self.history.len() <= max {
+            return;
+        }
+        let mut by_age: Vec<(u64, String)> =
+            self.history.keys().map(|k| (self.last_ran.get(k).copied().unwrap_or(0), k.clone())).collect();
+        by_age.sort_unstable();
+        let drop = self.history.len() - max * 9 / 10;
+        for (_, k) in by_age.into_iter().take(drop) {
+            self.history.remove(&k);
+            self.runs.remove(&k);
+            self.limits.remove(&k);
+            self.last_ran.remove(&k);
+        }
+    }
+
     /// Records a finished job's run time.
     pub fn record(&mut self, key: &JobKey, runtime_secs: u64) {
+        self.record_run(key, runtime_secs, 0);
+    }
+
+    fn record_run(&mut self, key: &JobKey, runtime_secs: u64, limit: u64) {
         let k = key.encode();
         *self.runs.entry(k.clone()).or_default() += 1;
-        let h = self.history.entry(k).or_default();
+        self.ran += 1;
+        self.last_ran.insert(k.clone(), self.ran);
+        let h = self.history.entry(k.clone()).or_default();
         h.push_back(runtime_secs);
         while h.len() > HISTORY {
             h.pop_front();
         }
+        let n = h.len();
+        let l = self.limits.entry(k).or_default();
+        l.push_back(limit);
+        while l.len() > n {
+            l.pop_front();
+        }
     }
 
     /// Records a finished job's run time and, when it had a limit, how much of it was used
-    /// (a feature of the learned model). Prefer this over [`record`](Self::record).
+    /// (a feature of the learned model). Prefer [`learn`] (which calls this).
     pub fn record_with_limit(&mut self, key: &JobKey, runtime_secs: u64, time_limit: Option<u64>) {
-        self.record(key, runtime_secs);
+        self.record_run(key, runtime_secs, time_limit.unwrap_or(0));
         if let Some(limit) = time_limit.filter(|&l| l > 0) {
             let r = self.user_ratios.entry(key.user).or_default();
             r.push_back((runtime_secs as f64 / limit as f64).min(10.0) as f32);
@@ -208,12 +337,11 @@ impl RuntimePredictor {
         }
     }
 
-    /// Saves history atomically (write, then rename).
+    /// Saves history whole and private ([`crate::state_file::write_atomic`]).
     pub fn save(&self, path: &Path) -> Result<(), PredictError> {
         let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
-        let tmp = path.with_extension("json.new");
         let json = serde_json::to_vec(self).map_err(|e| err(e.to_string()))?;
-        std::fs::write(&tmp, json).and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| err(e.to_string()))
+        crate::state_file::write_atomic(path, &json).map_err(|e| err(e.to_string()))
     }
 }
 
@@ -253,6 +381,64 @@ mod tests {
         assert_eq!(RuntimePredictor::corrected(600, 600, None), 1200);
         // A prediction already at the limit stays there.
         assert_eq!(RuntimePredictor::corrected(3600, 3600, Some(3600)), 3600);
+    }
+
+    #[test]
+    fn decoys_with_a_short_limit_do_not_move_a_long_jobs_rank() {
+        let mut p = RuntimePredictor::default();
+        let week = 7 * 86_400;
+        learn(&mut p, &key(), 1, Some(60));
+        learn(&mut p, &key(), 1, Some(60));
+        let req = JobRequest { key: key(), time_limit: Some(week), nodes: None, cpus: None, submit: 0 };
+        assert_eq!(p.predict(&key(), Some(week)), Some(1), "the plain last-two is fooled");
+        assert_eq!(expected_runtime(&p, None, &req), Some(week), "the ranking is not");
+        // Runs under limits at least half as long count.
+        learn(&mut p, &key(), 3 * 86_400, Some(4 * 86_400));
+        assert_eq!(expected_runtime(&p, None, &req), Some(3 * 86_400));
+    }
+
+    #[test]
+    fn a_user_whose_jobs_outlive_their_ranking_loses_it() {
+        let mut p = RuntimePredictor::default();
+        let day = 86_400;
+        let req = JobRequest { key: key(), time_limit: Some(7 * day), nodes: None, cpus: None, submit: 0 };
+        // Decoys under the long limit itself, then the long job: it ran ranked as 1 s.
+        learn(&mut p, &key(), 1, Some(7 * day));
+        learn(&mut p, &key(), 1, Some(7 * day));
+        assert_eq!(expected_runtime(&p, None, &req), Some(1));
+        learn(&mut p, &key(), 6 * day, Some(7 * day));
+        assert!(p.overruns_too_often(key().user));
+        let other = JobRequest { key: JobKey { name: "other".into(), ..key() }, ..req.clone() };
+        assert_eq!(expected_runtime(&p, None, &other), Some(7 * day), "every job of the user, not just that key");
+        // Jobs that run as ranked earn it back once the gross overrun is out of the window.
+        for i in 0..USER_OUTCOMES {
+            assert!(p.overruns_too_often(key().user), "after {i}");
+            learn(&mut p, &key(), 3 * day, Some(7 * day));
+        }
+        assert!(!p.overruns_too_often(key().user));
+        // Plain overruns are allowed up to a quarter.
+        learn(&mut p, &key(), 4 * day, Some(7 * day));
+        assert!(!p.overruns_too_often(key().user));
+        // Jitter within the allowance is not an overrun.
+        let mut q = RuntimePredictor::default();
+        learn(&mut q, &key(), 1000, None);
+        learn(&mut q, &key(), 1249 + 60, None);
+        assert!(!q.overruns_too_often(key().user));
+    }
+
+    #[test]
+    fn the_oldest_keys_are_forgotten_past_the_cap() {
+        let mut p = RuntimePredictor::default();
+        for i in 0..30u32 {
+            let k = JobKey { name: format!("j{i}"), ..key() };
+            p.record_with_limit(&k, 10, None);
+            p.forget_oldest(20);
+        }
+        assert!(p.len() <= 20, "{}", p.len());
+        let newest = JobKey { name: "j29".into(), ..key() };
+        let oldest = JobKey { name: "j0".into(), ..key() };
+        assert_eq!(p.last_run(&newest), Some(10));
+        assert_eq!(p.last_run(&oldest), None);
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub struct TermsJob {
     pub eligible_since: i64,
     /// `--deadline`, Unix seconds.
     pub deadline: Option<i64>,
+    /// The job's QOS (deadline urgency is granted per QOS: `[priority] deadline_qos`).
+    #[serde(default)]
+    pub qos: String,
     /// GPUs requested.
     pub gpus: u32,
     /// What a run-time predictor may know of the job.
@@ -193,7 +196,7 @@ impl Policy<'_> {
         let input = TermsInput {
             now,
             eligible_since: t.eligible_since,
-            deadline: t.deadline,
+            deadline: t.deadline.filter(|_| terms::may_claim_deadline(self.terms, &t.qos)),
             expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
             gpus: t.gpus,
         };
@@ -342,7 +345,7 @@ impl<P> State<P> {
 
     /// Learns a finished job's run time.
     pub fn learn(&self, key: &JobKey, runtime: u64, time_limit: Option<u64>) {
-        lock(&self.history).record_with_limit(key, runtime, time_limit);
+        predict::learn(&mut lock(&self.history), key, runtime, time_limit);
         self.learned.store(true, Ordering::Relaxed);
     }
 
@@ -508,9 +511,29 @@ mod tests {
     }
 
     #[test]
+    fn deadline_urgency_only_for_the_qos_allowed_to_claim_it() {
+        let (w, mut j) = mf();
+        let t = j.terms.as_mut().unwrap();
+        t.deadline = Some(10_000 + 1000); // 900 s expected: 100 s of slack
+        let c =
+            PriorityConfig { weight_deadline: 5000, deadline_qos: vec!["high".into()], ..PriorityConfig::default() };
+        let p = Policy { weights: &w, terms: &c, history: None, model: None };
+        let urgency = |qos: &str| {
+            let mut j = j.clone();
+            j.terms.as_mut().unwrap().qos = qos.into();
+            p.evaluate(&j, false).terms.unwrap().deadline
+        };
+        assert_eq!(urgency("normal"), 0.0, "any user can set --deadline: it buys nothing outside deadline_qos");
+        assert_eq!(urgency("high"), 0.9);
+        let none = PriorityConfig { weight_deadline: 5000, ..PriorityConfig::default() };
+        assert!(!terms::any_enabled(&none), "a deadline weight with no deadline_qos turns nothing on");
+    }
+
+    #[test]
     fn terms_add_the_bonus_or_lift_a_starving_job() {
         let (w, j) = mf();
-        let c = PriorityConfig { weight_predicted_work: 1000, weight_deadline: 0, max_wait: Some(Seconds(7200)) };
+        let c =
+            PriorityConfig { weight_predicted_work: 1000, max_wait: Some(Seconds(7200)), ..PriorityConfig::default() };
         let p = Policy { weights: &w, terms: &c, history: None, model: None };
         // 900 s × 4 GPUs = one GPU-hour: factor 1/2, bonus 500.
         let out = p.evaluate(&j, false);

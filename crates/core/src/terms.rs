@@ -4,9 +4,10 @@
 //! - **predicted work**: less predicted GPU-time ranks higher. The factor is
 //!   `1 / (1 + work / 1 GPU-hour)`, so it is 1 for tiny jobs, 0.5 at one GPU-hour and
 //!   tends to 0; times `weight_predicted_work` it can never add more than that weight.
-//! - **deadline urgency**: for a job with `--deadline`, `expected / (expected + slack)`
-//!   where slack is the time left after the expected run time: near 0 with plenty of
-//!   slack, 1 once the job can only just (or no longer) finish in time.
+//! - **deadline urgency**: for a job with `--deadline` in one of `deadline_qos`,
+//!   `expected / (expected + slack)` where slack is the time left after the expected run
+//!   time: near 0 with plenty of slack, 1 once the job can only just (or no longer)
+//!   finish in time. Other jobs' deadlines count for nothing: any user may set one.
 //! - **starvation bound**: a job eligible for longer than `max_wait` is lifted above
 //!   every job that is not starving, and in each partition the job starving longest
 //!   goes first of all ([`FirstStarving`]); the other starving jobs keep their usual order.
@@ -42,7 +43,8 @@ pub struct TermsInput {
     pub now: i64,
     /// When the job became eligible (0 = not eligible yet).
     pub eligible_since: i64,
-    /// `--deadline`, Unix seconds.
+    /// `--deadline`, Unix seconds, of a job whose QOS may claim urgency
+    /// ([`PriorityConfig::deadline_qos`]); `None` otherwise.
     pub deadline: Option<i64>,
     /// Expected run time in seconds: the prediction, else the time limit.
     pub expected_runtime: f64,
@@ -63,8 +65,9 @@ pub struct Terms {
 
 /// Computes the terms that `config` turns on.
 pub fn compute(config: &PriorityConfig, j: &TermsInput) -> Terms {
-    let expected = if j.expected_runtime.is_finite() && j.expected_runtime > 0.0 {
-        j.expected_runtime
+    // A job that ran in under a second predicts 0: count it as 1 s, not as unknown.
+    let expected = if j.expected_runtime.is_finite() && j.expected_runtime >= 0.0 {
+        j.expected_runtime.max(1.0)
     } else {
         DEFAULT_RUNTIME_SECS
     };
@@ -193,7 +196,17 @@ pub fn replace_site_part(current: u32, last: Option<(u32, i64)>, mine: i64) -> u
 
 /// Whether any of Fairway's terms is on.
 pub fn any_enabled(config: &PriorityConfig) -> bool {
-    config.weight_predicted_work > 0 || config.weight_deadline > 0 || config.max_wait.is_some()
+    config.weight_predicted_work > 0 || deadline_enabled(config) || config.max_wait.is_some()
+}
+
+/// Whether the deadline term can apply to any job (a weight and a QOS allowed to claim it).
+pub fn deadline_enabled(config: &PriorityConfig) -> bool {
+    config.weight_deadline > 0 && !config.deadline_qos.is_empty()
+}
+
+/// Whether a job of `qos` may claim deadline urgency.
+pub fn may_claim_deadline(config: &PriorityConfig, qos: &str) -> bool {
+    config.deadline_qos.iter().any(|q| q == qos)
 }
 
 #[cfg(test)]
@@ -203,7 +216,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn config() -> PriorityConfig {
-        PriorityConfig { weight_predicted_work: 1000, weight_deadline: 5000, max_wait: Some(Seconds(3600)) }
+        PriorityConfig {
+            weight_predicted_work: 1000,
+            weight_deadline: 5000,
+            deadline_qos: vec!["high".into()],
+            max_wait: Some(Seconds(3600)),
+        }
     }
 
     #[test]
@@ -214,6 +232,14 @@ mod tests {
         );
         assert_eq!(t, Terms::default());
         assert_eq!(site_bonus(&PriorityConfig::default(), &t), 0);
+    }
+
+    #[test]
+    fn a_zero_prediction_is_a_short_job_not_an_unknown_one() {
+        let t = |rt| compute(&config(), &TermsInput { expected_runtime: rt, gpus: 1, ..TermsInput::default() });
+        assert_eq!(t(0.0).predicted_work, t(1.0).predicted_work);
+        assert!(t(0.0).predicted_work > 0.99);
+        assert!(t(f64::NAN).predicted_work < 0.05, "no prediction at all: one day");
     }
 
     #[test]

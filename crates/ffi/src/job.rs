@@ -249,14 +249,12 @@ impl<'a> JobRecord<'a> {
         }
     }
 
-    /// When the job became eligible to run (accrue time, else begin time; 0 if not).
+    /// Since when the job has accrued age (`accrue_time`, as multifactor's age factor;
+    /// 0 while it accrues none). Not `begin_time`: a job held back by `MaxJobsAccrue` or a
+    /// dependency accrues no age, and must not starve its way past those limits either.
     pub fn eligible_since(&self) -> i64 {
         // SAFETY: `details` is NULL or valid for the job's lifetime.
-        match unsafe { self.0.details.as_ref() } {
-            Some(d) if d.accrue_time != 0 => d.accrue_time,
-            Some(d) => d.begin_time,
-            None => 0,
-        }
+        unsafe { self.0.details.as_ref() }.map_or(0, |d| d.accrue_time)
     }
 
     /// How the job ended, as the run-time model's online calibration sees it.
@@ -333,14 +331,18 @@ impl<'a> JobRecord<'a> {
         unsafe { self.0.details.as_ref() }.map_or(0, |d| d.preempt_start_time)
     }
 
-    /// Times the job was requeued (preemptions included).
-    pub fn restart_cnt(&self) -> u32 {
-        u32::from(self.0.restart_cnt)
-    }
-
     /// `--comment`, where `fairway:` directives live on 22.05.
     pub fn comment(&self) -> Option<Cow<'_, str>> {
         opt_str(self.0.comment)
+    }
+
+    /// `--extra`, where `fairway:` directives may also live (the job record has it from
+    /// Slurm 24.11 on; `None` before).
+    pub fn extra(&self) -> Option<Cow<'_, str>> {
+        #[cfg(slurm_ge_24_11)]
+        return opt_str(self.0.extra);
+        #[cfg(not(slurm_ge_24_11))]
+        None
     }
 
     /// The job's QoS as preemption sees it, if it has one.

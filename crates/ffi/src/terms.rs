@@ -41,9 +41,10 @@ impl<P> TermsState<P> {
         if in_slurmctld && state.enabled() {
             let p = state.terms();
             tracing::info!(
-                "Fairway terms: weight_predicted_work={} weight_deadline={} max_wait={:?}s; runtime history for {} job keys",
+                "Fairway terms: weight_predicted_work={} weight_deadline={} (deadline_qos {:?}) max_wait={:?}s; runtime history for {} job keys",
                 p.weight_predicted_work,
                 p.weight_deadline,
+                p.deadline_qos,
                 p.max_wait.map(|s| s.0),
                 state.history_len()
             );
@@ -106,6 +107,7 @@ impl JobRecord<'_> {
             partition: self.partition().unwrap_or_default().into_owned(),
             eligible_since: self.eligible_since(),
             deadline: self.deadline(),
+            qos: self.qos().map(|q| q.name().into_owned()).unwrap_or_default(),
             gpus: self.gpus(),
             request: Some(self.prediction_request()),
             expected_runtime: None,

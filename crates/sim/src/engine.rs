@@ -267,6 +267,7 @@ impl<'a> Simulator<'a> {
             partition: String::new(),
             eligible_since: job.submit,
             deadline: None,
+            qos: String::new(),
             gpus: job.gpus(),
             request: None,
             expected_runtime: Some(expected_runtime),
@@ -466,7 +467,7 @@ impl<'a> Simulator<'a> {
         self.stop_run(j, now);
         let job = &self.w.jobs[j];
         self.end[j] = Some(now);
-        self.predictor.record_with_limit(&job.request.key, job.runtime, job.request.time_limit);
+        fairway_core::predict::learn(&mut self.predictor, &job.request.key, job.runtime, job.request.time_limit);
         self.key_version[job.key_id] = self.key_version[job.key_id].wrapping_add(1);
         self.history_version = self.history_version.wrapping_add(1);
         self.finished += 1;

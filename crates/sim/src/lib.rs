@@ -166,8 +166,8 @@ impl Default for SimConfig {
             },
             fairway: PriorityConfig {
                 weight_predicted_work: 2 * WEIGHT_FAIRSHARE,
-                weight_deadline: 0,
                 max_wait: Some(Seconds(2 * 86_400)),
+                ..PriorityConfig::default()
             },
             half_life: 7 * 86_400,
             shares: Vec::new(),

@@ -240,8 +240,12 @@ fn host() -> Result<()> {
             s("PriorityMaxAge=0-1"),
             s("DebugFlags=Priority"),
         ],
-        // Fairway's own terms on top: deadline urgency and a starvation bound
-        fairway_toml: Some(s("[priority]\nweight_deadline = 4000\nweight_predicted_work = 500\nmax_wait = \"2:00\"\n")),
+        // Fairway's own terms on top: deadline urgency (for QoS high's jobs: any user can
+        // set --deadline) and a starvation bound
+        fairway_toml: Some(s(
+            "[priority]\nweight_deadline = 4000\ndeadline_qos = [\"high\"]\nweight_predicted_work = 500\n\
+             max_wait = \"2:00\"\n",
+        )),
         // four emulated A100s per node
         gres: Some((s("gpu:a100:4"), s("Name=gpu Type=a100 File={dir}/dev/nvidia[0-3]\n"))),
         ..ClusterSpec::default()
@@ -261,7 +265,19 @@ fn host() -> Result<()> {
             "fw_carol",
             &["-J", "sweep-lr", "--array=0-3", "--qos=scavenger", "-t", "5", "--gpus=a100:1", "--wrap=sleep 3"],
         ),
-        ("fw_dave", &["-J", "eval-deadline", "-t", "5", "--deadline=now+8minutes", "--gpus=a100:2", "--wrap=sleep 2"]),
+        (
+            "fw_dave",
+            &[
+                "-J",
+                "eval-deadline",
+                "--qos=high",
+                "-t",
+                "5",
+                "--deadline=now+8minutes",
+                "--gpus=a100:2",
+                "--wrap=sleep 2",
+            ],
+        ),
         ("fw_dave", &["-J", "eval-urgent", "--qos=high", "-t", "5", "--gpus=a100:2", "--wrap=sleep 2"]),
         ("fw_bob", &["-J", "pretrain-shard", "-n", "2", "-t", "10", "--gpus=a100:4", "--wrap=sleep 6"]),
     ];

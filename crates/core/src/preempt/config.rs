@@ -8,6 +8,7 @@
 //! default_grace = 60       # grace for jobs that declare no checkpoint time
 //! grace_margin = 0.2       # grace = checkpoint time x (1 + margin) ...
 //! min_grace = 30           # ... but at least this
+//! max_grace = 900          # ... and at most this (a victim's ckpt= is its own claim)
 //!
 //! [preempt.qos.scavenger]
 //! max_grace = 300          # and at most this for jobs in QoS scavenger
@@ -47,7 +48,12 @@ pub struct PreemptConfig {
     pub grace_margin: f64,
     /// Shortest grace time in seconds. Default 30.
     pub min_grace: u32,
-    /// `[preempt.qos.<name>]`: per-QoS limits. A QoS not listed has no grace cap.
+    /// Longest grace time in seconds for a victim whose QoS sets no cap of its own.
+    /// Default 900: `ckpt=` is the victim's own claim (and editable with `scontrol
+    /// update Comment=`), so without a cap a victim could hold its GPUs for hours while
+    /// the preemptor waits.
+    pub max_grace: u32,
+    /// `[preempt.qos.<name>]`: per-QoS limits; a QoS not listed is capped by `max_grace`.
     pub qos: BTreeMap<String, QosPreempt>,
 }
 
@@ -59,15 +65,17 @@ impl Default for PreemptConfig {
             default_grace: 60,
             grace_margin: 0.2,
             min_grace: 30,
+            max_grace: 900,
             qos: BTreeMap::new(),
         }
     }
 }
 
 impl PreemptConfig {
-    /// The grace cap of jobs in QoS `qos`, if `[preempt.qos.<qos>]` sets one.
-    pub fn max_grace(&self, qos: &str) -> Option<u32> {
-        self.qos.get(qos).map(|q| q.max_grace)
+    /// The grace cap of jobs in QoS `qos`: `[preempt.qos.<qos>] max_grace` when set,
+    /// else `[preempt] max_grace`.
+    pub fn max_grace(&self, qos: &str) -> u32 {
+        self.qos.get(qos).map_or(self.max_grace, |q| q.max_grace)
     }
 }
 
@@ -95,6 +103,8 @@ struct RawPreemptConfig {
     grace_margin: f64,
     #[serde(deserialize_with = "secs")]
     min_grace: u32,
+    #[serde(deserialize_with = "positive_secs")]
+    max_grace: u32,
     qos: BTreeMap<String, QosPreempt>,
 }
 
@@ -107,6 +117,7 @@ impl Default for RawPreemptConfig {
             default_grace: d.default_grace,
             grace_margin: d.grace_margin,
             min_grace: d.min_grace,
+            max_grace: d.max_grace,
             qos: d.qos,
         }
     }
@@ -123,6 +134,12 @@ impl TryFrom<RawPreemptConfig> for PreemptConfig {
                 r.min_grace, r.default_grace
             ));
         }
+        if r.max_grace < r.default_grace.max(r.min_grace) {
+            return Err(format!(
+                "max_grace ({} s) is below default_grace ({} s) or min_grace ({} s): raise max_grace or lower them",
+                r.max_grace, r.default_grace, r.min_grace
+            ));
+        }
         if let Some((name, q)) = r.qos.iter().find(|(_, q)| q.max_grace < r.min_grace) {
             return Err(format!(
                 "qos.{name}.max_grace ({} s) is below min_grace ({} s): the cap would override the floor \
@@ -136,6 +153,7 @@ impl TryFrom<RawPreemptConfig> for PreemptConfig {
             default_grace: r.default_grace,
             grace_margin: r.grace_margin,
             min_grace: r.min_grace,
+            max_grace: r.max_grace,
             qos: r.qos,
         })
     }
@@ -219,7 +237,7 @@ mod tests {
         assert_eq!(c, PreemptConfig::default());
         assert_eq!((c.min_runtime, c.max_preemptions, c.default_grace, c.min_grace), (600, 3, 60, 30));
         assert_eq!(c.grace_margin, 0.2);
-        assert_eq!(c.max_grace("scavenger"), None);
+        assert_eq!(c.max_grace("scavenger"), 900, "a cap even where no QoS sets one");
         assert_eq!(parse("[preempt]\n"), PreemptConfig::default());
     }
 
@@ -232,7 +250,7 @@ mod tests {
         );
         assert_eq!((c.min_runtime, c.max_preemptions, c.default_grace, c.min_grace), (900, 0, 120, 10));
         assert_eq!(c.grace_margin, 0.5);
-        assert_eq!((c.max_grace("scavenger"), c.max_grace("normal")), (Some(300), Some(900)));
+        assert_eq!((c.max_grace("scavenger"), c.max_grace("normal")), (300, 900));
     }
 
     #[test]

@@ -5,10 +5,11 @@
 //! grace = min(max(ckpt × (1 + grace_margin), min_grace), qos cap)
 //! ```
 //!
-//! where `ckpt` is the checkpoint time the job declared in its directive (`ckpt=5m`),
-//! else a predicted checkpoint time, else the grace is `default_grace` (floored and
-//! capped the same way). The QoS cap (`[preempt.qos.<name>] max_grace`) wins over
-//! `min_grace`: it is what the site promised the preemptor.
+//! where `ckpt` is the checkpoint time the job declared in its directive (`ckpt=5m`, in
+//! `--comment` or, on Slurm 24.11+, `--extra`), else a predicted checkpoint time, else the
+//! grace is `default_grace` (floored and capped the same way). The cap
+//! (`[preempt.qos.<name>] max_grace`, else `[preempt] max_grace`, 15 minutes by default)
+//! wins over `min_grace`: it is what the site promised the preemptor.
 
 use crate::submit::directive;
 
@@ -51,15 +52,15 @@ pub struct Grace {
 /// ([`directive::find`]). A text without a directive, or with one that no longer parses
 /// (an admin edited the comment), declares nothing. `predicted_ckpt` is a predicted
 /// checkpoint time in seconds, if the caller has one.
-pub fn grace_time(cfg: &PreemptConfig, qos: &str, directive_text: Option<&str>, predicted_ckpt: Option<u32>) -> Grace {
-    let declared = directive_text.and_then(|t| directive::find(t).ok().flatten()).and_then(|d| d.ckpt);
+pub fn grace_time(cfg: &PreemptConfig, qos: &str, directive_texts: &[&str], predicted_ckpt: Option<u32>) -> Grace {
+    let declared = directive_texts.iter().find_map(|t| directive::find(t).ok().flatten().and_then(|d| d.ckpt));
     let (wanted, source) = match (declared, predicted_ckpt) {
         (Some(ckpt), _) => (with_margin(ckpt, cfg.grace_margin), GraceSource::Declared { ckpt }),
         (None, Some(ckpt)) => (with_margin(ckpt, cfg.grace_margin), GraceSource::Predicted { ckpt }),
         (None, None) => (u64::from(cfg.default_grace), GraceSource::Default),
     };
     let floored = wanted.max(u64::from(cfg.min_grace));
-    let cap = cfg.max_grace(qos).map_or(u64::from(u32::MAX), u64::from);
+    let cap = u64::from(cfg.max_grace(qos));
     Grace { secs: floored.min(cap) as u32, source, capped: floored > cap }
 }
 
@@ -70,10 +71,10 @@ pub fn victim_grace(
     cfg: &PreemptConfig,
     qos: &str,
     qos_grace_time: u32,
-    directive_text: Option<&str>,
+    directive_texts: &[&str],
     predicted_ckpt: Option<u32>,
 ) -> Grace {
-    let g = grace_time(cfg, qos, directive_text, predicted_ckpt);
+    let g = grace_time(cfg, qos, directive_texts, predicted_ckpt);
     if g.source == GraceSource::Default && qos_grace_time > 0 {
         return Grace { secs: qos_grace_time, source: GraceSource::Qos, capped: false };
     }
@@ -101,50 +102,62 @@ mod tests {
 
     #[test]
     fn declared_checkpoint_time_plus_margin() {
-        let g = grace_time(&cfg(), "normal", Some("fairway: model=7b ckpt=100s"), Some(999));
+        let g = grace_time(&cfg(), "normal", &["fairway: model=7b ckpt=100s"], Some(999));
         assert_eq!(g, Grace { secs: 120, source: GraceSource::Declared { ckpt: 100 }, capped: false });
         // Rounded up.
-        assert_eq!(grace_time(&cfg(), "normal", Some("fairway: ckpt=101"), None).secs, 122);
+        assert_eq!(grace_time(&cfg(), "normal", &["fairway: ckpt=101"], None).secs, 122);
     }
 
     #[test]
     fn prediction_then_default() {
-        let g = grace_time(&cfg(), "normal", Some("nightly eval"), Some(200));
+        let g = grace_time(&cfg(), "normal", &["nightly eval"], Some(200));
         assert_eq!(g, Grace { secs: 240, source: GraceSource::Predicted { ckpt: 200 }, capped: false });
-        let g = grace_time(&cfg(), "normal", None, None);
+        let g = grace_time(&cfg(), "normal", &[], None);
         assert_eq!(g, Grace { secs: 60, source: GraceSource::Default, capped: false });
     }
 
     #[test]
     fn an_undeclared_job_keeps_its_qos_grace_time() {
-        let g = victim_grace(&cfg(), "scavenger", 45, None, None);
+        let g = victim_grace(&cfg(), "scavenger", 45, &[], None);
         assert_eq!(g, Grace { secs: 45, source: GraceSource::Qos, capped: false });
         // A declaration wins over the QoS's GraceTime; no GraceTime means the default.
-        assert_eq!(victim_grace(&cfg(), "scavenger", 45, Some("fairway: ckpt=100s"), None).secs, 120);
-        assert_eq!(victim_grace(&cfg(), "scavenger", 0, None, None).source, GraceSource::Default);
+        assert_eq!(victim_grace(&cfg(), "scavenger", 45, &["fairway: ckpt=100s"], None).secs, 120);
+        assert_eq!(victim_grace(&cfg(), "scavenger", 0, &[], None).source, GraceSource::Default);
     }
 
     #[test]
     fn an_invalid_directive_declares_nothing() {
-        let g = grace_time(&cfg(), "normal", Some("fairway: ckpt=forever"), None);
+        let g = grace_time(&cfg(), "normal", &["fairway: ckpt=forever"], None);
         assert_eq!(g.source, GraceSource::Default);
     }
 
     #[test]
     fn floor_and_qos_cap() {
-        let g = grace_time(&cfg(), "normal", Some("fairway: ckpt=5s"), None);
+        let g = grace_time(&cfg(), "normal", &["fairway: ckpt=5s"], None);
         assert_eq!(g.secs, 30);
-        let g = grace_time(&cfg(), "scavenger", Some("fairway: ckpt=1h"), None);
+        let g = grace_time(&cfg(), "scavenger", &["fairway: ckpt=1h"], None);
         assert_eq!(g, Grace { secs: 300, source: GraceSource::Declared { ckpt: 3600 }, capped: true });
-        let g = grace_time(&cfg(), "normal", Some("fairway: ckpt=1h"), None);
-        assert_eq!((g.secs, g.capped), (4320, false));
+        // A QoS with no cap of its own gets [preempt] max_grace (15 minutes by default):
+        // ckpt=6h would otherwise hold the GPUs for 7.2 hours.
+        let g = grace_time(&cfg(), "normal", &["fairway: ckpt=1h"], None);
+        assert_eq!((g.secs, g.capped), (900, true));
+        let g = grace_time(&cfg(), "normal", &["fairway: ckpt=10m"], None);
+        assert_eq!((g.secs, g.capped), (720, false));
+    }
+
+    #[test]
+    fn the_directive_may_be_in_comment_or_extra() {
+        let g = grace_time(&cfg(), "normal", &["nightly eval", "fairway: ckpt=100s"], None);
+        assert_eq!(g.source, GraceSource::Declared { ckpt: 100 });
+        let g = grace_time(&cfg(), "normal", &["fairway: ckpt=50s", "fairway: ckpt=100s"], None);
+        assert_eq!(g.source, GraceSource::Declared { ckpt: 50 }, "the comment first, as job_submit reads it");
     }
 
     #[test]
     fn the_cap_wins_over_the_floor() {
         let mut c = cfg();
         c.qos.insert("tiny".into(), QosPreempt { max_grace: 10 });
-        assert_eq!(grace_time(&c, "tiny", None, None).secs, 10);
+        assert_eq!(grace_time(&c, "tiny", &[], None).secs, 10);
     }
 
     proptest! {
@@ -161,11 +174,10 @@ mod tests {
                 c.qos.insert("q".into(), QosPreempt { max_grace: m });
             }
             let text = ckpt.map(|s| format!("fairway: ckpt={s}s"));
-            let g = grace_time(&c, "q", text.as_deref(), predicted);
+            let texts: Vec<&str> = text.as_deref().into_iter().collect();
+            let g = grace_time(&c, "q", &texts, predicted);
             prop_assert!(g.secs >= min_grace);
-            if let Some(m) = cap {
-                prop_assert!(g.secs <= m);
-            }
+            prop_assert!(g.secs <= cap.unwrap_or(c.max_grace));
             if let (Some(s), false) = (ckpt, g.capped) {
                 prop_assert!(f64::from(g.secs) >= f64::from(s) * (1.0 + margin) - 1e-6);
             }

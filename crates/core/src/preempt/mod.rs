@@ -18,18 +18,21 @@
 //! time. [`victim::choose_victims`] gives the cheapest set of victims for the
 //! simulator.
 //!
+//! - [`budget`]: the preemptions the per-job budget counts (Fairway's own, not requeues).
 //! - [`config`]: `[preempt]` in `fairway.toml`.
 //! - [`grace`]: a victim's grace time.
 //! - [`victim`]: candidate order, budget, protection and the choice of a victim set.
 //! - [`qos`]: `preempt/qos` semantics over a minimal QoS model.
 //! - [`round`]: one preemption round at a time per preemptor.
 
+pub mod budget;
 pub mod config;
 pub mod grace;
 pub mod qos;
 pub mod round;
 pub mod victim;
 
+pub use budget::Preemptions;
 pub use config::PreemptConfig;
 pub use grace::{grace_time, victim_grace, Grace, GraceSource};
 pub use round::{may_take, Rounds};

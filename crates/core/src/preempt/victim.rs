@@ -36,8 +36,8 @@ pub struct Candidate {
     pub start_time: i64,
     /// When it last saved a checkpoint, Unix seconds; `None` = not since it started.
     pub last_checkpoint: Option<i64>,
-    /// How often it has been preempted so far (Slurm's `restart_cnt`, or Fairway's
-    /// own count).
+    /// How often preempt/fairway has preempted it so far ([`super::budget`]; not
+    /// Slurm's `restart_cnt`, which the owner's own requeues raise).
     pub preempt_count: u32,
 }
 

@@ -579,18 +579,18 @@ fn qos(
     let Some(list) = job.qos.as_deref() else { return Ok(()) };
     let parts = job.partitions(site);
     // Slurm 24.11 takes a list (`--qos=high,normal`) and may run the job under any of
-    // them: each must be allowed in one of the job's partitions.
+    // them, in any of its partitions: each QoS must be allowed in every partition listed
+    // (allowed in one only, `-p debug,gpu --qos=high` would let Slurm run it in debug).
     for q in qos_list(list) {
-        let refused: Vec<(&str, &Vec<String>)> = parts
+        let refused = parts
             .iter()
             .filter_map(|p| cfg.partition.get(*p).map(|r| (*p, &r.allowed_qos)))
-            .filter(|(_, allowed)| !allowed.is_empty() && !allowed.iter().any(|a| a == q))
-            .collect();
-        if !refused.is_empty() && refused.len() == parts.len() {
-            let (p, allowed) = refused[0];
+            .find(|(_, allowed)| !allowed.is_empty() && !allowed.iter().any(|a| a == q));
+        if let Some((p, allowed)) = refused {
+            let among = if parts.len() > 1 { " (Slurm may run the job in any partition it lists)" } else { "" };
             return Err(Rejection::new(
                 RejectKind::Qos,
-                format!("QoS {q} is not allowed in partition {p}; allowed there: {}", allowed.join(", ")),
+                format!("QoS {q} is not allowed in partition {p}{among}; allowed there: {}", allowed.join(", ")),
             ));
         }
     }

@@ -221,8 +221,14 @@ fn qos_by_tier_and_forbidden_combinations() {
     assert_eq!(m, "fairway: QoS interactive is not allowed in partition gpu; allowed there: normal, high, scavenger");
     let m = msg(run(&JobRequest { qos: Some("debug".into()), ..job("") }));
     assert!(m.contains("QoS debug is not allowed in partition gpu"), "{m}");
-    // Allowed in one of the listed partitions: Slurm picks.
-    assert!(run(&JobRequest { qos: Some("debug".into()), partition: Some("gpu,a100".into()), ..job("") }).is_ok());
+    // Allowed in one of the listed partitions is not enough: Slurm may run it in the other.
+    let m = msg(run(&JobRequest { qos: Some("debug".into()), partition: Some("a100,gpu".into()), ..job("") }));
+    assert_eq!(
+        m,
+        "fairway: QoS debug is not allowed in partition gpu (Slurm may run the job in any partition it lists); \
+         allowed there: normal, high, scavenger"
+    );
+    assert!(run(&JobRequest { qos: Some("high".into()), partition: Some("a100,gpu".into()), ..job("") }).is_ok());
     // Several QoS (Slurm 24.11): every one must be allowed, and the refusal names the one that is not.
     assert!(run(&JobRequest { qos: Some("high,normal".into()), ..job("") }).is_ok());
     let m = msg(run(&JobRequest { qos: Some("high,interactive".into()), ..job("") }));

@@ -52,8 +52,13 @@ impl<T> Watched<T> {
     fn get_logged<E: std::fmt::Display>(&mut self, load: impl FnOnce(&Path) -> Result<T, E>, announce: bool) -> Arc<T> {
         let now = mtime(&self.path);
         if now != self.mtime {
+            let loaded = load(&self.path);
+            if mtime(&self.path) != now {
+                // Written while we read it: keep the last good value, read again next time.
+                return self.value.clone();
+            }
             self.mtime = now;
-            match load(&self.path) {
+            match loaded {
                 Ok(v) => {
                     if announce {
                         tracing::info!("reloaded {}", self.path.display());
@@ -111,8 +116,19 @@ pub struct FairwayJobSubmit {
     inputs: Mutex<Inputs>,
 }
 
+/// fairway.toml as reloaded after a change. Unlike at startup, a file that has gone or
+/// is empty is an error (the last good rules stay): an editor's truncate-then-write, or
+/// a botched copy, must not silently turn every rule off. To turn rules off, delete
+/// their sections, or remove the file and restart slurmctld.
 fn load_config(path: &Path) -> Result<Config, String> {
-    Config::load(path).map(Option::unwrap_or_default).map_err(|e| e.to_string())
+    if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        return Err(format!("{} is empty", path.display()));
+    }
+    match Config::load(path) {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => Err(format!("{} is gone", path.display())),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn load_partitions(path: &Path) -> Result<Partitions, String> {
@@ -226,7 +242,7 @@ impl JobSubmit for FairwayJobSubmit {
 
     fn modify(&self, job: &mut JobDesc<'_>, current: Option<JobRequest>, submit_uid: u32) -> Verdict {
         // Operators may change anything; Slurm's own permission checks already ran.
-        if submit_uid == 0 || submit_uid == fairway_ffi::conf::slurm_user_id() {
+        if fairway_ffi::conf::is_operator(submit_uid) {
             return Ok(None);
         }
         let update = job.request();

@@ -13,7 +13,10 @@
 //!   which requeues it at once instead of waiting out the grace.
 //! - Candidate order: jobs within `min_runtime` of their start last, then lowest
 //!   priority, then least work lost since the start; Slurm takes the lowest first.
-//! - A budget: a job requeued `max_preemptions` times is no longer preemptable.
+//! - A budget: a job preempted `max_preemptions` times is no longer preemptable. Only
+//!   this plugin's own preemptions count (`fairway_core::preempt::budget`, kept in
+//!   `StateSaveLocation/fairway-preemptions.json`), not Slurm's `restart_cnt`, which
+//!   the job's owner raises with every requeue of their own.
 //! - One round at a time: while the victims chosen for a job are inside their grace,
 //!   that job takes no further victims (Slurm alone would after `KillWait +
 //!   MessageTimeout`, long before a checkpoint of a few minutes is done).
@@ -21,9 +24,10 @@
 //! A job is preempted whole (all its nodes) by Slurm itself; nothing here splits a gang.
 
 use std::borrow::Cow;
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-use fairway_core::preempt::{self, qos, Candidate, PreemptConfig, Rounds};
+use fairway_core::preempt::{self, qos, Candidate, PreemptConfig, Preemptions, Rounds};
 use fairway_core::Config;
 use fairway_ffi::job::{JobRecord, QosView};
 use fairway_ffi::plugin::Preempt;
@@ -35,7 +39,14 @@ pub struct FairwayPreempt {
     global: qos::PreemptMode,
     /// Victims inside their grace, by when they were chosen.
     rounds: Mutex<Rounds>,
+    /// Preemptions per job, for the budget; shared with the thread that saves them.
+    preemptions: Arc<Mutex<Preemptions>>,
+    /// Where they are kept (`None`: no StateSaveLocation; kept in memory only).
+    preemptions_file: Option<PathBuf>,
 }
+
+/// The budget's file in StateSaveLocation.
+const PREEMPTIONS_FILE: &str = "fairway-preemptions.json";
 
 /// The QoS as the core's preempt/qos model sees it; `preempts` names `other` when this
 /// QoS's `Preempt=` list holds it (the only list entry a pairwise check needs).
@@ -50,7 +61,7 @@ fn core_qos(q: &QosView<'_>, other: Option<&QosView<'_>>) -> qos::Qos {
     }
 }
 
-fn candidate(job: &JobRecord<'_>) -> Candidate {
+fn candidate(job: &JobRecord<'_>, preempt_count: u32) -> Candidate {
     Candidate {
         job_id: job.job_id(),
         gpus: job.gpus(),
@@ -60,7 +71,40 @@ fn candidate(job: &JobRecord<'_>) -> Candidate {
         start_time: job.start_time(),
         // slurmctld does not know when a job last saved; count from its start.
         last_checkpoint: None,
-        preempt_count: job.restart_cnt(),
+        preempt_count,
+    }
+}
+
+impl FairwayPreempt {
+    fn candidate(&self, job: &JobRecord<'_>) -> Candidate {
+        let count = self.preemptions.lock().unwrap_or_else(|p| p.into_inner()).count(job.job_id());
+        candidate(job, count)
+    }
+
+    /// Notes a preemption of `job_id` and, when it is a new one, saves the counts off the
+    /// scheduler's path (slurmctld holds the job write lock here).
+    fn note_preemption(&self, job_id: u32, chosen: i64, until: i64) {
+        let mut p = self.preemptions.lock().unwrap_or_else(|p| p.into_inner());
+        if !p.note(job_id, chosen, until) {
+            return;
+        }
+        p.forget_old(chosen);
+        tracing::info!(
+            "JobId={job_id} preempted {} time(s) (max_preemptions={})",
+            p.count(job_id),
+            self.cfg.max_preemptions
+        );
+        drop(p);
+        if let Some(path) = self.preemptions_file.clone() {
+            let shared = Arc::clone(&self.preemptions);
+            std::thread::spawn(move || {
+                // Saved from the shared state, so the newest counts win whichever thread runs last.
+                let snapshot = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Err(e) = snapshot.save(&path) {
+                    tracing::error!("cannot save the preemption budget: {e}");
+                }
+            });
+        }
     }
 }
 
@@ -79,7 +123,22 @@ impl Preempt for FairwayPreempt {
             c.default_grace,
             c.qos.len()
         );
-        Ok(Self { cfg: config.preempt, global, rounds: Mutex::new(Rounds::default()) })
+        let preemptions_file = fairway_ffi::conf::state_dir().map(|d| d.join(PREEMPTIONS_FILE));
+        let preemptions = match preemptions_file.as_deref().map(Preemptions::load) {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                tracing::error!("{e}: the preemption budget starts afresh");
+                Preemptions::default()
+            }
+            None => Preemptions::default(),
+        };
+        Ok(Self {
+            cfg: config.preempt,
+            global,
+            rounds: Mutex::new(Rounds::default()),
+            preemptions: Arc::new(Mutex::new(preemptions)),
+            preemptions_file,
+        })
     }
 
     fn preemptable(&self, preemptee: &JobRecord<'_>, preemptor: &JobRecord<'_>, now: i64) -> bool {
@@ -87,7 +146,7 @@ impl Preempt for FairwayPreempt {
         let ee = ee_q.as_ref().map(|q| core_qos(q, None));
         let or = or_q.as_ref().map(|q| core_qos(q, ee_q.as_ref()));
         qos::preemptable(or.as_ref(), ee.as_ref(), preemptor.priority(), preemptee.priority(), self.global)
-            && preempt::is_preemptable(&candidate(preemptee), &self.cfg)
+            && preempt::is_preemptable(&self.candidate(preemptee), &self.cfg)
             && preempt::may_take(
                 &mut self.rounds.lock().unwrap_or_else(|p| p.into_inner()),
                 preemptee.preempt_time(),
@@ -107,28 +166,25 @@ impl Preempt for FairwayPreempt {
     }
 
     fn prio(&self, job: &JobRecord<'_>, now: i64) -> u32 {
-        preempt::preempt_prio(&candidate(job), now, &self.cfg)
+        preempt::preempt_prio(&self.candidate(job), now, &self.cfg)
     }
 
     fn grace_time(&self, job: &JobRecord<'_>) -> u32 {
         let q = job.qos();
         let name = q.as_ref().map_or(Cow::Borrowed(""), |q| q.name());
-        let g = preempt::victim_grace(
-            &self.cfg,
-            &name,
-            q.as_ref().map_or(0, |q| q.grace_time()),
-            job.comment().as_deref(),
-            None,
-        );
+        let (comment, extra) = (job.comment(), job.extra());
+        let texts: Vec<&str> = [comment.as_deref(), extra.as_deref()].into_iter().flatten().collect();
+        let g = preempt::victim_grace(&self.cfg, &name, q.as_ref().map_or(0, |q| q.grace_time()), &texts, None);
         tracing::info!(
             "JobId={} (QoS {name}) chosen for preemption: grace {} s ({:?}{}); it may end it early with `fairway ckpt-done`",
             job.job_id(),
             g.secs,
             g.source,
-            if g.capped { ", capped by the QoS" } else { "" }
+            if g.capped { ", capped by max_grace" } else { "" }
         );
         let chosen = if job.preempt_time() != 0 { job.preempt_time() } else { fairway_ffi::plugin::unix_now() };
         self.rounds.lock().unwrap_or_else(|p| p.into_inner()).chosen(chosen, chosen + i64::from(g.secs));
+        self.note_preemption(job.job_id(), chosen, chosen + i64::from(g.secs));
         g.secs
     }
 }

@@ -1,0 +1,127 @@
+//! The per-job preemption budget, counted by `preempt/fairway` itself.
+//!
+//! Slurm's `restart_cnt` counts every requeue, and a job's owner may requeue it at will
+//! (`scontrol requeue`, or a job script that treats every USR1 as a preemption): three
+//! self-requeues would spend a budget of three and make the job immune to preemption.
+//! So the budget counts only the preemptions this plugin started: one per victim round,
+//! noted when Slurm asks for the victim's grace time, and kept in StateSaveLocation so
+//! a restart of slurmctld does not refill it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the file format.
+pub const FORMAT: u32 = 1;
+
+/// How long a job's count is kept after its last preemption: 30 days, longer than any
+/// job a site lets wait or run.
+pub const KEEP_SECS: i64 = 30 * 86_400;
+
+/// Preemptions per job id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Preemptions {
+    format: u32,
+    jobs: BTreeMap<u32, Preempted>,
+}
+
+/// One job's preemptions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+struct Preempted {
+    /// Times preempted.
+    count: u32,
+    /// When the grace of the last preemption ends: a job asked about again before then
+    /// is still in that preemption.
+    until: i64,
+}
+
+impl Preemptions {
+    /// Times `job_id` has been preempted.
+    pub fn count(&self, job_id: u32) -> u32 {
+        self.jobs.get(&job_id).map_or(0, |p| p.count)
+    }
+
+    /// Notes that `job_id` was chosen as a victim at `chosen` with a grace ending at
+    /// `until`; returns whether this is a new preemption (not the one in progress).
+    pub fn note(&mut self, job_id: u32, chosen: i64, until: i64) -> bool {
+        let p = self.jobs.entry(job_id).or_default();
+        if p.count > 0 && chosen <= p.until {
+            return false;
+        }
+        p.count += 1;
+        p.until = until;
+        true
+    }
+
+    /// Forgets jobs last preempted more than [`KEEP_SECS`] before `now`.
+    pub fn forget_old(&mut self, now: i64) {
+        self.jobs.retain(|_, p| p.until + KEEP_SECS > now);
+    }
+
+    /// Jobs with a count.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Whether no job has been preempted.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Loads the counts; a missing file is none. An unreadable file is an error for the
+    /// caller to log (it then starts afresh: at worst a job is preempted again).
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let p: Self = serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        if p.format != FORMAT {
+            return Err(format!("{}: format {} (this Fairway reads {FORMAT})", path.display(), p.format));
+        }
+        Ok(p)
+    }
+
+    /// Saves the counts whole and private ([`crate::state_file::write_atomic`]).
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        let p = Self { format: FORMAT, jobs: self.jobs.clone() };
+        let json = serde_json::to_vec(&p).map_err(|e| format!("{}: {e}", path.display()))?;
+        crate::state_file::write_atomic(path, &json).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_count_per_preemption_and_none_for_requeues_by_the_owner() {
+        let mut p = Preemptions::default();
+        assert_eq!(p.count(7), 0, "requeues by the owner never reach this count");
+        assert!(p.note(7, 100, 400));
+        // Asked again within the same grace: the same preemption.
+        assert!(!p.note(7, 101, 401));
+        assert_eq!(p.count(7), 1);
+        assert!(p.note(7, 1000, 1300));
+        assert_eq!((p.count(7), p.count(8)), (2, 0));
+    }
+
+    #[test]
+    fn survives_a_file_and_forgets_old_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fairway-preemptions.json");
+        let mut p = Preemptions::default();
+        p.note(7, 100, 400);
+        p.note(9, 100_000_000, 100_000_300);
+        p.save(&path).unwrap();
+        let mut q = Preemptions::load(&path).unwrap();
+        assert_eq!((q.count(7), q.count(9)), (1, 1));
+        q.forget_old(100_000_000);
+        assert_eq!((q.count(7), q.count(9), q.len()), (0, 1, 1));
+        assert_eq!(Preemptions::load(&dir.path().join("none")).unwrap(), Preemptions::default());
+        std::fs::write(&path, b"{\"format\": 99, \"jobs\": {}}").unwrap();
+        assert!(Preemptions::load(&path).unwrap_err().contains("format 99"));
+    }
+}
