@@ -349,9 +349,26 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         }
         println!("{}", serde_json::to_string_pretty(&Out { workload: &summary, results: &rows })?);
     } else if a.csv {
+        // csv cannot serialize the flattened metrics: one JSON object per row, its
+        // fields as columns (policy first, the rest by name).
+        let objects: Vec<serde_json::Map<String, serde_json::Value>> = rows
+            .iter()
+            .map(|r| match serde_json::to_value(r) {
+                Ok(serde_json::Value::Object(m)) => Ok(m),
+                Ok(_) => anyhow::bail!("a result row is not an object"),
+                Err(e) => Err(e.into()),
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let mut columns: Vec<String> = objects.first().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        columns.sort_by_key(|c| (c != "policy", c.clone()));
         let mut w = csv::Writer::from_writer(std::io::stdout());
-        for r in &rows {
-            w.serialize(r)?;
+        w.write_record(&columns)?;
+        for o in &objects {
+            w.write_record(columns.iter().map(|c| match o.get(c) {
+                None | Some(serde_json::Value::Null) => String::new(),
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+            }))?;
         }
         w.flush()?;
     } else {

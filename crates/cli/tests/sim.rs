@@ -52,6 +52,18 @@ fn table_has_ratios_to_multifactor() {
 }
 
 #[test]
+fn csv_has_one_header_and_a_row_per_policy() {
+    let (code, out, err) =
+        fairway(&["sim", "--synth", "--jobs", "200", "--nodes", "2", "--compare", "fifo,multifactor", "--csv"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with("policy,") && lines[0].contains(",mean_jct,"), "{}", lines[0]);
+    assert!(lines[1].starts_with("fifo,") && lines[2].starts_with("multifactor,"), "{out}");
+    assert_eq!(lines[1].split(',').count(), lines[0].split(',').count());
+}
+
+#[test]
 fn refuses_without_a_workload_and_names_bad_policies() {
     let (code, _, err) = fairway(&["sim", "--policy", "fifo"]);
     assert_eq!(code, 2);
