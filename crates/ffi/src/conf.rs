@@ -109,14 +109,20 @@ pub fn slurm_user_id() -> u32 {
 
 /// Whether `uid` may administer jobs: root, `SlurmUser`, or a Slurm operator or
 /// administrator (sacctmgr `AdminLevel=Operator|Admin`), as slurmctld's own
-/// `validate_operator` decides. Outside slurmctld only root and SlurmUser count.
+/// `validate_operator` decides. Outside slurmctld, and in builds without the `internal`
+/// feature (public headers only), only root and SlurmUser count.
 pub fn is_operator(uid: u32) -> bool {
     if uid == 0 || uid == slurm_user_id() {
         return true;
     }
-    // SAFETY: slurmctld's `bool validate_operator(uid_t)`, which takes assoc_mgr's
-    // user read lock itself (after any slurmctld lock the caller holds, Slurm's order).
-    crate::ctld::ctld().is_some_and(|c| unsafe { (c.validate_operator)(uid) })
+    #[cfg(feature = "internal")]
+    {
+        // SAFETY: slurmctld's `bool validate_operator(uid_t)`, which takes assoc_mgr's
+        // user read lock itself (after any slurmctld lock the caller holds, Slurm's order).
+        crate::ctld::ctld().is_some_and(|c| unsafe { (c.validate_operator)(uid) })
+    }
+    #[cfg(not(feature = "internal"))]
+    false
 }
 
 /// `PreemptMode` from slurm.conf (`PREEMPT_MODE_*` bits).
