@@ -152,9 +152,10 @@ fn predicted_work_cannot_be_talked_down() {
         assert!(out.as_ref().is_ok_and(|o| o.ok()), "{out:?}");
     };
 
-    // Attack 1: decoys under a short limit, then the long job under a long one.
-    done("fw_alice", &["-J", "train", "-t", "1", "--wrap=true"]);
-    done("fw_alice", &["-J", "train", "-t", "1", "--wrap=true"]);
+    // Attack 1: decoys under a short limit, then the long job under a long one. (Decoys of
+    // a second, not `true`: a 0 s run used to count as no prediction at all.)
+    done("fw_alice", &["-J", "train", "-t", "1", "--wrap=sleep 1"]);
+    done("fw_alice", &["-J", "train", "-t", "1", "--wrap=sleep 1"]);
     node("DRAIN");
     let train = c.sbatch("fw_alice", &["-J", "train", "-t", "2-0", "--wrap=true"]).unwrap();
     assert!(
@@ -167,19 +168,19 @@ fn predicted_work_cannot_be_talked_down() {
 
     // Attack 2: decoys under the long limit itself, then a job that runs far longer than
     // they did (ranked as 1 s, it runs 75 s).
-    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=true"]);
-    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=true"]);
+    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=sleep 1"]);
+    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=sleep 1"]);
     done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=sleep 75"]);
     // An honest user's history still counts.
-    done("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=true"]);
-    done("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=true"]);
+    done("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=sleep 1"]);
+    done("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=sleep 1"]);
 
     node("DRAIN");
     let eval = c.sbatch("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=true"]).unwrap();
     let honest = c.sbatch("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=true"]).unwrap();
     assert!(
         (site(eval) - ranked_by_limit).abs() <= 1.0,
-        "a user whose job outlived its rank 75-fold kept the rank: SITE {}",
+        "a user whose job outlived its rank of about a second kept the rank: SITE {}",
         site(eval)
     );
     assert!(site(honest) > 900.0, "an honest history lost its rank: SITE {}", site(honest));
