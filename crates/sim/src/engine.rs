@@ -111,11 +111,14 @@ pub struct Simulator<'a> {
     /// A learned model, as the plugins load one (`[predictor] model`).
     model: Option<&'a LearnedPredictor>,
     /// Cached prediction per job, with the history version it was made at.
-    pred: Vec<Option<(u32, u64)>>,
+    pred: Vec<Option<(u64, u64)>>,
     /// Bumped when a job of the key ends: last-two predictions of the key change.
     key_version: Vec<u32>,
     /// Bumped when any job ends: a learned model also reads the user's history.
     history_version: u32,
+    /// Bumped when a user starts or stops being ranked by their limits
+    /// (`RuntimePredictor::overruns_too_often`): every key of theirs changes (rare).
+    penalty_epoch: u32,
     acct_running: Vec<u64>,
     acct_pending: Vec<u64>,
     share_dev_sum: f64,
@@ -181,6 +184,7 @@ impl<'a> Simulator<'a> {
             model: None,
             pred: vec![None; n],
             history_version: 0,
+            penalty_epoch: 0,
             key_version: vec![0; workload.keys],
             acct_running: vec![0; workload.accounts.len()],
             acct_pending: vec![0; workload.accounts.len()],
@@ -278,6 +282,7 @@ impl<'a> Simulator<'a> {
     fn expected_runtime(&mut self, j: usize) -> u64 {
         let job = &self.w.jobs[j];
         let version = if self.model.is_some() { self.history_version } else { self.key_version[job.key_id] };
+        let version = (u64::from(self.penalty_epoch) << 32) | u64::from(version);
         match self.pred[j] {
             _ if self.cfg.perfect_prediction => job.runtime.min(job.limit),
             Some((v, p)) if v == version => p,
@@ -467,7 +472,12 @@ impl<'a> Simulator<'a> {
         self.stop_run(j, now);
         let job = &self.w.jobs[j];
         self.end[j] = Some(now);
+        let user = job.request.key.user;
+        let penalised = self.predictor.overruns_too_often(user);
         fairway_core::predict::learn(&mut self.predictor, &job.request.key, job.runtime, job.request.time_limit);
+        if self.predictor.overruns_too_often(user) != penalised {
+            self.penalty_epoch = self.penalty_epoch.wrapping_add(1);
+        }
         self.key_version[job.key_id] = self.key_version[job.key_id].wrapping_add(1);
         self.history_version = self.history_version.wrapping_add(1);
         self.finished += 1;
