@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The robustness sweep of Fairway's terms (issue 22): writes bench/results/sim-sweep.md.
+# The robustness sweep of Fairway's terms: writes bench/results/sim-sweep.md.
 #
 # Workloads:
 # - Alibaba openb pods (crates/trace/fixtures/openb_pod_list_default.csv) on 2, 3, 4, 6, 8
@@ -20,7 +20,7 @@
 #
 # Per row: mean JCT, p99 wait of the largest jobs, share deviation and max wait as ratios to
 # multifactor; the share of oracle SJF's mean-JCT gain that Fairway captures (where the
-# oracle gains 10% or more); and whether the row meets issue 22's bar (≤ 1.05 on the first
+# oracle gains 10% or more); and whether the row meets the bar (≤ 1.05 on the first
 # three, ≤ 1.00 on max wait). About a minute on 2 cores.
 source "$(dirname "$0")/cli-env.sh"
 export F
