@@ -16,6 +16,19 @@ fn cluster() -> DockerCluster {
     DockerCluster::from_env().expect("the docker cluster is up")
 }
 
+/// The cluster, when its slurmctld runs preempt/fairway (built where the Slurm version's
+/// internal headers are at hand), with no job left from earlier tests; `None` (and why,
+/// on stderr) otherwise.
+fn preempt_cluster() -> Option<DockerCluster> {
+    let c = cluster();
+    if !c.logs("ctld").contains("preempt/fairway: Fairway") {
+        eprintln!("preempt/fairway is not built for Slurm {} (internal headers): nothing to test", c.version);
+        return None;
+    }
+    cancel_all(&c);
+    Some(c)
+}
+
 fn show(c: &DockerCluster, job: u32) -> String {
     c.cmd("scontrol", &["-o", "show", "job", &job.to_string()]).unwrap().stdout
 }
@@ -364,12 +377,7 @@ fn urgent_gang(c: &DockerCluster) -> (u32, f64) {
 #[test]
 #[ignore = "needs the docker cluster: make e2e"]
 fn preemption_asks_a_gang_to_checkpoint_and_it_resumes_without_losing_steps() {
-    let c = cluster();
-    if !c.logs("ctld").contains("preempt/fairway: Fairway") {
-        eprintln!("preempt/fairway is not built for Slurm {} (internal headers): nothing to test", c.version);
-        return;
-    }
-    cancel_all(&c);
+    let Some(c) = preempt_cluster() else { return };
     let dir = "/shared/jobs/ckpt-gang";
     let script = training_script(&c, dir);
     // A 2-node job in the preemptible QoS that declares a 3 s checkpoint: job_submit/fairway
@@ -421,12 +429,7 @@ fn preemption_asks_a_gang_to_checkpoint_and_it_resumes_without_losing_steps() {
 #[test]
 #[ignore = "needs the docker cluster: make e2e"]
 fn preemption_stops_a_job_that_never_acknowledges_at_the_end_of_its_grace() {
-    let c = cluster();
-    if !c.logs("ctld").contains("preempt/fairway: Fairway") {
-        eprintln!("preempt/fairway is not built for Slurm {} (internal headers): nothing to test", c.version);
-        return;
-    }
-    cancel_all(&c);
+    let Some(c) = preempt_cluster() else { return };
     // The same declaration (3 s checkpoint, so 30 s grace) but a job that ignores the
     // signal: what plain GraceTime gives a preemptor.
     let victim = c
@@ -453,12 +456,7 @@ fn preemption_stops_a_job_that_never_acknowledges_at_the_end_of_its_grace() {
 #[test]
 #[ignore = "needs the docker cluster: make e2e"]
 fn preemption_spares_a_job_in_its_minimum_runtime_while_another_victim_exists() {
-    let c = cluster();
-    if !c.logs("ctld").contains("preempt/fairway: Fairway") {
-        eprintln!("preempt/fairway is not built for Slurm {} (internal headers): nothing to test", c.version);
-        return;
-    }
-    cancel_all(&c);
+    let Some(c) = preempt_cluster() else { return };
     let sweep = |node: &str| {
         c.sbatch(
             "fw_carol",
@@ -497,12 +495,7 @@ fn preemption_spares_a_job_in_its_minimum_runtime_while_another_victim_exists() 
 #[test]
 #[ignore = "needs the docker cluster: make e2e"]
 fn the_preemption_budget_is_not_spent_by_the_owners_own_requeues() {
-    let c = cluster();
-    if !c.logs("ctld").contains("preempt/fairway: Fairway") {
-        eprintln!("preempt/fairway is not built for Slurm {} (internal headers): nothing to test", c.version);
-        return;
-    }
-    cancel_all(&c);
+    let Some(c) = preempt_cluster() else { return };
     // c4 busy with a job nobody may preempt, so the urgent job below needs c3.
     let busy = c.sbatch("fw_alice", &["-p", "a100", "-w", "c4", "--gres=gpu:a100:4", "-t", "10", "--wrap=sleep 600"]);
     c.wait_job(busy.unwrap(), &["RUNNING"], Duration::from_secs(60)).unwrap();

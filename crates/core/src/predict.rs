@@ -339,9 +339,8 @@ impl RuntimePredictor {
 
     /// Saves history whole and private ([`crate::state_file::write_atomic`]).
     pub fn save(&self, path: &Path) -> Result<(), PredictError> {
-        let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
-        let json = serde_json::to_vec(self).map_err(|e| err(e.to_string()))?;
-        crate::state_file::write_atomic(path, &json).map_err(|e| err(e.to_string()))
+        crate::state_file::write_json(path, self)
+            .map_err(|msg| PredictError::File { path: path.display().to_string(), msg })
     }
 }
 

@@ -41,6 +41,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// [`write_atomic`] of `value` as JSON, errors naming the file.
+pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), String> {
+    let json = serde_json::to_vec(value).map_err(|e| format!("{}: {e}", path.display()))?;
+    write_atomic(path, &json).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// `<dir>/.<name>.new`: hidden, and one name per file so a leftover is overwritten, not piled up.
 fn temp_beside(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

@@ -177,8 +177,7 @@ impl OnlineCalibration {
     /// Saves the state so that a crash leaves either the old file or the new one
     /// ([`crate::state_file::write_atomic`]).
     pub fn save(&self, path: &Path) -> Result<(), String> {
-        let json = serde_json::to_vec(self).map_err(|e| format!("{}: {e}", path.display()))?;
-        crate::state_file::write_atomic(path, &json).map_err(|e| format!("{}: {e}", path.display()))
+        crate::state_file::write_json(path, self)
     }
 }
 

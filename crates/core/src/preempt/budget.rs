@@ -43,7 +43,8 @@ impl Preemptions {
     }
 
     /// Notes that `job_id` was chosen as a victim at `chosen` with a grace ending at
-    /// `until`; returns whether this is a new preemption (not the one in progress).
+    /// `until`; returns whether this is a new preemption (not the one in progress). A new
+    /// one also forgets jobs last preempted more than [`KEEP_SECS`] before it.
     pub fn note(&mut self, job_id: u32, chosen: i64, until: i64) -> bool {
         let p = self.jobs.entry(job_id).or_default();
         if p.count > 0 && chosen <= p.until {
@@ -51,22 +52,8 @@ impl Preemptions {
         }
         p.count += 1;
         p.until = until;
+        self.jobs.retain(|_, p| p.until + KEEP_SECS > chosen);
         true
-    }
-
-    /// Forgets jobs last preempted more than [`KEEP_SECS`] before `now`.
-    pub fn forget_old(&mut self, now: i64) {
-        self.jobs.retain(|_, p| p.until + KEEP_SECS > now);
-    }
-
-    /// Jobs with a count.
-    pub fn len(&self) -> usize {
-        self.jobs.len()
-    }
-
-    /// Whether no job has been preempted.
-    pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
     }
 
     /// Loads the counts; a missing file is none. An unreadable file is an error for the
@@ -86,9 +73,7 @@ impl Preemptions {
 
     /// Saves the counts whole and private ([`crate::state_file::write_atomic`]).
     pub fn save(&self, path: &Path) -> Result<(), String> {
-        let p = Self { format: FORMAT, jobs: self.jobs.clone() };
-        let json = serde_json::to_vec(&p).map_err(|e| format!("{}: {e}", path.display()))?;
-        crate::state_file::write_atomic(path, &json).map_err(|e| format!("{}: {e}", path.display()))
+        crate::state_file::write_json(path, &Self { format: FORMAT, jobs: self.jobs.clone() })
     }
 }
 
@@ -114,12 +99,13 @@ mod tests {
         let path = dir.path().join("fairway-preemptions.json");
         let mut p = Preemptions::default();
         p.note(7, 100, 400);
-        p.note(9, 100_000_000, 100_000_300);
+        p.note(9, 86_400, 86_700);
         p.save(&path).unwrap();
         let mut q = Preemptions::load(&path).unwrap();
         assert_eq!((q.count(7), q.count(9)), (1, 1));
-        q.forget_old(100_000_000);
-        assert_eq!((q.count(7), q.count(9), q.len()), (0, 1, 1));
+        // A preemption 30 days after job 7's forgets it; job 9's, 29 days before, stays.
+        q.note(11, 400 + KEEP_SECS, 700 + KEEP_SECS);
+        assert_eq!((q.count(7), q.count(9), q.count(11)), (0, 1, 1));
         assert_eq!(Preemptions::load(&dir.path().join("none")).unwrap(), Preemptions::default());
         std::fs::write(&path, b"{\"format\": 99, \"jobs\": {}}").unwrap();
         assert!(Preemptions::load(&path).unwrap_err().contains("format 99"));

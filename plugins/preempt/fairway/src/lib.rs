@@ -88,7 +88,6 @@ impl FairwayPreempt {
         if !p.note(job_id, chosen, until) {
             return;
         }
-        p.forget_old(chosen);
         tracing::info!(
             "JobId={job_id} preempted {} time(s) (max_preemptions={})",
             p.count(job_id),
