@@ -11,12 +11,16 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz clean
+.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz clean
 
-## setup: system packages, test users, and the configured Slurm source tree (idempotent)
+## build-deps: what building needs and nothing more (Slurm headers, libclang, the configured
+## Slurm source tree): no daemon, no user; safe on a production controller
+build-deps:
+	bash scripts/build-deps.sh
+
+## setup: a test machine: the daemons the tests start, test users, and build-deps (idempotent)
 setup:
 	bash scripts/setup.sh
-	bash scripts/slurm-src.sh >/dev/null
 
 ## plugins: test builds (with the fault-injection hook) under their Slurm names
 plugins: setup
@@ -25,10 +29,69 @@ plugins: setup
 	for p in $(PLUGINS); do install -m 0755 target/debug/lib$$p.so $(PLUGIN_ROOT)/test/$$p.so; done
 
 ## plugins-release: what a site installs (no test hooks)
-plugins-release: setup
+plugins-release: build-deps
 	$(CARGO) build --release $(addprefix -p ,$(PLUGINS))
 	mkdir -p $(PLUGIN_ROOT)/release
 	for p in $(PLUGINS); do install -m 0755 target/release/lib$$p.so $(PLUGIN_ROOT)/release/$$p.so; done
+
+## cli-release: the fairway command (needs no Slurm)
+cli-release:
+	$(CARGO) build --release -p fairway-cli
+
+## install: everything below, into $(DESTDIR)$(PREFIX) (PREFIX=/usr/local by default;
+## packages use /usr). Plugins go to a directory named for the Slurm release they were
+## built for, which slurm.conf's PluginDir then names: an upgrade of Slurm without them
+## shows in slurm.conf and in `fairway check-config`.
+PREFIX ?= /usr/local
+DESTDIR ?=
+PLUGINDIR = $(PREFIX)/lib/fairway/slurm-$(SLURM_VERSION)
+CTLD_PLUGINS := priority_fairway job_submit_fairway site_factor_fairway preempt_fairway
+SLURMD_PLUGINS := gpu_nvml
+install: install-slurmctld install-slurmd install-cli
+
+## install-slurmctld: the controller's plugins (priority, job_submit, site_factor, preempt)
+install-slurmctld: plugins-release
+	for p in $(CTLD_PLUGINS); do install -D -m 0755 $(PLUGIN_ROOT)/release/$$p.so $(DESTDIR)$(PLUGINDIR)/$$p.so; done
+
+## install-slurmd: the compute nodes' gpu plugin (AutoDetect=nvml)
+install-slurmd: plugins-release
+	for p in $(SLURMD_PLUGINS); do install -D -m 0755 $(PLUGIN_ROOT)/release/$$p.so $(DESTDIR)$(PLUGINDIR)/$$p.so; done
+
+## install-cli: the fairway command (every node: ckpt-done runs inside jobs), its man pages,
+## shell completions, and the example configurations
+install-cli: cli-release
+	install -D -m 0755 target/release/fairway $(DESTDIR)$(PREFIX)/bin/fairway
+	rm -rf target/man && target/release/fairway generate man target/man
+	for m in target/man/*.1; do install -D -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man1/$$(basename $$m); gzip -9nf $(DESTDIR)$(PREFIX)/share/man/man1/$$(basename $$m); done
+	mkdir -p $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	target/release/fairway generate completion bash >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/fairway
+	target/release/fairway generate completion zsh >$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_fairway
+	target/release/fairway generate completion fish >$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fairway.fish
+	for f in fairway.toml fairway.gpu-cluster.toml slurm.conf.fairway; do install -D -m 0644 config/$$f $(DESTDIR)$(PREFIX)/share/doc/fairway/examples/$$f; done
+	for f in config/topology/*.toml; do install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/doc/fairway/examples/topology/$$(basename $$f); done
+	for f in README.md SECURITY.md CHANGELOG.md LICENSE; do install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/doc/fairway/$$f; done
+
+## uninstall: what install put there (the plugin directory of this Slurm release only)
+uninstall:
+	rm -f $(foreach p,$(CTLD_PLUGINS) $(SLURMD_PLUGINS),$(DESTDIR)$(PLUGINDIR)/$(p).so)
+	-rmdir $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(PREFIX)/lib/fairway 2>/dev/null
+	rm -f $(DESTDIR)$(PREFIX)/bin/fairway $(DESTDIR)$(PREFIX)/share/man/man1/fairway.1.gz $(DESTDIR)$(PREFIX)/share/man/man1/fairway-*.1.gz
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fairway $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_fairway $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fairway.fish
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/fairway
+
+print-slurm-version:
+	@echo $(SLURM_VERSION)
+
+## deb: Debian packages for the installed Slurm release, in target/debian:
+## fairway-slurmctld and fairway-slurmd (each tied to this exact Slurm release) and fairway
+deb: plugins-release cli-release
+	bash scripts/package-deb.sh
+
+## test-packages: the packages installed with apt in a clean container of Debian's Slurm,
+## the README's install lines run as written, a job run, and check-config catching a
+## Slurm release that no longer matches the plugins
+test-packages: setup
+	bash scripts/test-packages.sh
 
 lint: setup
 	$(CARGO) fmt --all -- --check
@@ -54,7 +117,7 @@ test-e2e: setup
 	for v in $(E2E_VERSIONS); do $(MAKE) --no-print-directory e2e SLURM=$$v; done
 
 ## test: every test
-test: lint test-unit test-cli-standalone test-slurm test-e2e
+test: lint test-unit test-cli-standalone test-slurm test-packages test-e2e
 
 ## demo: the docker cluster of $(SLURM) (24.11 by default) running a mix of AI jobs; left up
 demo: cluster-up

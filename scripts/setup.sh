@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Installs every system package Fairway's build and tests need, idempotently.
+# Installs what Fairway's tests need on a test machine, idempotently: the Slurm daemons,
+# munge and MariaDB the harness starts itself, tools, and the test users. Not for a
+# production host: building alone needs only scripts/build-deps.sh.
 # Safe to run repeatedly: apt only acts on what is missing.
 set -euo pipefail
 
 PKGS=(
-  # Slurm 22.05 (bookworm): daemons, clients, public headers
-  slurmctld slurmd slurmdbd slurm-client libslurm-dev slurm-wlm-basic-plugins
+  # Slurm 22.05 (bookworm): daemons and clients the tests start
+  slurmctld slurmd slurmdbd slurm-client slurm-wlm-basic-plugins
   # auth and accounting backends the harness starts itself
   munge libmunge-dev mariadb-server mariadb-client
-  # bindgen and the configured Slurm source tree (apt-get source + ./configure)
-  libclang-dev clang pkg-config dpkg-dev build-essential
-  # topology and docker images (later issues), plus tools the harness uses
+  # topology and docker images, plus tools the harness uses
   libhwloc-dev hwloc debootstrap iproute2 procps psmisc util-linux curl ca-certificates
 )
 
@@ -30,23 +30,8 @@ retry() { # network-bound steps get three tries
   done
 }
 
-# deb-src entry so scripts/slurm-src.sh can 'apt-get source slurm-wlm'
-if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
-  $SUDO tee /etc/apt/sources.list.d/fairway-src.sources >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  NEED_UPDATE=1
-fi
-
-if [ ${#missing[@]} -gt 0 ] || [ -n "${NEED_UPDATE:-}" ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  retry $SUDO apt-get update -q
-fi
 if [ ${#missing[@]} -gt 0 ]; then
+  retry $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
   echo "setup: installing ${missing[*]}"
   # policy-rc.d stops Debian's postinst from starting system daemons: the harness runs its own.
   if [ ! -e /usr/sbin/policy-rc.d ]; then
@@ -61,4 +46,7 @@ fi
 for u in fw_alice fw_bob fw_carol fw_dave; do
   id "$u" >/dev/null 2>&1 || $SUDO useradd --create-home --shell /bin/bash "$u"
 done
+# Build dependencies and the configured Slurm source tree, after the daemons so the tree
+# matches the installed slurmctld's Debian source version.
+bash "$(dirname "$0")/build-deps.sh"
 echo "setup: system packages and test users present"

@@ -10,7 +10,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 inc=${SLURM_INCLUDE_DIR:-/usr/include}
 vh="$inc/slurm/slurm_version.h"
-[ -r "$vh" ] || { echo "slurm-src: $vh not found: install libslurm-dev (scripts/setup.sh)" >&2; exit 1; }
+[ -r "$vh" ] || { echo "slurm-src: $vh not found: install libslurm-dev (scripts/build-deps.sh)" >&2; exit 1; }
 # Debian's public header carries only SLURM_VERSION_NUMBER (0xMMmmuu).
 vernum() { sed -n 's/^#define SLURM_VERSION_NUMBER[[:space:]]*\(0x[0-9a-fA-F]*\).*/\1/p' "$1"; }
 dotted() { local n=$(($1)); printf '%d.%02d.%d' $((n >> 16 & 255)) $((n >> 8 & 255)) $((n & 255)); }
@@ -34,7 +34,7 @@ retry() { local n=1; until "$@"; do [ $n -ge 3 ] && return 1; n=$((n + 1)); slee
 # renames the private library dir and forces the NVML gpu plugin on). For another
 # version's headers (SLURM_INCLUDE_DIR from a docker image) only Debian's upstream
 # tarball is served here: use it, and let the e2e tests catch any drift.
-pkgver=$(dpkg-query -W -f='${source:Version}' slurmctld 2>/dev/null || true)
+pkgver=$(dpkg-query -W -f='${source:Version}' libslurm-dev 2>/dev/null || true)
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 (
   cd "$work"

@@ -16,7 +16,7 @@ const API_STEPS: &[(u32, u32)] = &[(23, 2), (23, 11), (24, 5), (24, 11), (25, 5)
 fn version_number(header: &Path) -> u32 {
     let text = fs::read_to_string(header).unwrap_or_else(|e| {
         panic!(
-            "slurm-sys: cannot read {}: {e}\n  install libslurm-dev (scripts/setup.sh) or set SLURM_INCLUDE_DIR",
+            "slurm-sys: cannot read {}: {e}\n  install libslurm-dev (scripts/build-deps.sh) or set SLURM_INCLUDE_DIR",
             header.display()
         )
     });
@@ -143,8 +143,12 @@ fn main() {
              #include \"{preempt_h}\"\n#include \"{interfaces}/gres.h\"\n#include \"{interfaces}/gpu.h\"\n"
         );
         // A real file (not header_contents) so clang's macro fallback sees its macros.
+        // Rewritten only when it changes: bindgen makes it a rerun-if-changed input, and a
+        // fresh mtime on every run would rebuild slurm-sys and every plugin each time.
         let internal_path = PathBuf::from(env::var("OUT_DIR").unwrap()).join("fairway_internal.h");
-        fs::write(&internal_path, internal_h).expect("slurm-sys: cannot write fairway_internal.h");
+        if fs::read_to_string(&internal_path).ok().as_deref() != Some(internal_h.as_str()) {
+            fs::write(&internal_path, internal_h).expect("slurm-sys: cannot write fairway_internal.h");
+        }
         builder = builder
             .header(internal_path.display().to_string())
             .clang_arg(format!("-I{}", src.display()))

@@ -1,4 +1,5 @@
-//! Usage survives a crash: kill -9 of slurmctld loses at most one calc period.
+//! Usage survives a crash (kill -9 of slurmctld loses at most one calc period) and a
+//! rollback to priority/multifactor.
 
 use std::time::{Duration, Instant};
 
@@ -17,13 +18,27 @@ fn wait_for_decay_pass(c: &Cluster) {
     .unwrap_or_else(|_| panic!("no decay pass recorded"));
 }
 
+/// Usage survives kill -9 of slurmctld, and a rollback to priority/multifactor.
+///
+/// The site ran multifactor until 30 days ago (its last-decay file says so: the clock has
+/// moved 30 days since), then Fairway. Rolled back, multifactor must continue from
+/// Fairway's last pass, as it would have from its own: it decays over one calc period,
+/// not over the 30 days (with a 7-day half-life that would leave 5% of everyone's usage).
 #[test]
-fn usage_survives_kill_9_of_slurmctld() {
+fn usage_survives_kill_9_and_a_rollback_to_multifactor() {
     let spec = ClusterSpec {
         slurm_conf_extra: vec!["PriorityCalcPeriod=1".into(), "PriorityWeightFairshare=1000".into()],
         ..ClusterSpec::default()
     };
     let mut c = Cluster::start(&spec).expect("cluster starts");
+    let multifactor_file = c.dir().join("state/priority_last_decay_ran");
+    c.kill_slurmctld().unwrap();
+    let month_ago =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64 - 30 * 86_400;
+    // Slurm's pack_time: last pass, last reset, each a big-endian int64.
+    std::fs::write(&multifactor_file, [month_ago.to_be_bytes(), 0i64.to_be_bytes()].concat()).unwrap();
+    c.restart_slurmctld().unwrap();
+
     let job = c.sbatch("fw_alice", &["-n", "2", "--wrap=sleep 10"]).unwrap();
     c.wait_job(job, &["COMPLETED"], Duration::from_secs(60)).unwrap();
     wait_for_decay_pass(&c);
@@ -37,6 +52,27 @@ fn usage_survives_kill_9_of_slurmctld() {
     // Decay over one calc period with a 7-day half-life is ~0.007%; allow rounding.
     assert!((after - before).abs() <= 1.0, "usage changed across the crash: {before} -> {after}");
     assert!(c.log("slurmctld").contains("fairway"), "plugin did not load after restart");
+
+    // Roll back: the same StateSaveLocation, PriorityType=priority/multifactor.
+    c.kill_slurmctld().unwrap();
+    let conf = std::fs::read_to_string(c.slurm_conf()).unwrap();
+    assert!(conf.contains("PriorityType=priority/fairway"), "{conf}");
+    std::fs::write(c.slurm_conf(), conf.replace("PriorityType=priority/fairway", "PriorityType=priority/multifactor"))
+        .unwrap();
+    let fairway_pass = std::fs::metadata(&multifactor_file).and_then(|m| m.modified()).ok();
+    c.restart_slurmctld().unwrap();
+    c.wait_until("multifactor's first decay pass", || {
+        Ok(std::fs::metadata(&multifactor_file).and_then(|m| m.modified()).ok() != fairway_pass)
+    })
+    .unwrap();
+    let rolled_back = raw_usage(&c, "fw_alice");
+    eprintln!("RawUsage of fw_alice: {before} under Fairway, {rolled_back} after multifactor's first pass");
+    assert!(
+        (rolled_back - before).abs() <= 1.0,
+        "multifactor decayed usage over more than a calc period: {before} -> {rolled_back}"
+    );
+    let types = c.cmd("scontrol", &["show", "config"]).unwrap().stdout;
+    assert!(types.lines().any(|l| l.starts_with("PriorityType") && l.contains("priority/multifactor")), "{types}");
     c.stop().unwrap();
 }
 

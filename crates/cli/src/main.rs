@@ -9,26 +9,31 @@
 //!   writes its gres.conf lines.
 //! - `fairway ckpt-done`, run inside a job chosen for preemption once its checkpoint is
 //!   saved, requeues the job at once (`scontrol requeue`).
+//! - `fairway generate` writes its man pages and shell completions.
 //! - `fairway sim` replays a trace or a synthetic workload on a simulated GPU cluster under
 //!   FIFO, multifactor, Fairway and an oracle SJF, and compares them (`fairway-sim`).
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use fairway_core::check;
-use fairway_core::config::{self, Config};
 
+mod check_config;
 mod ckpt;
+mod generate;
 mod predict;
 mod sim;
 mod topo;
 
 /// Fairway: fair, GPU-aware scheduling for Slurm.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(
+    name = "fairway",
+    version = env!("FAIRWAY_BUILD_INFO"),
+    about,
+    after_help = "Exit status: 0 success; 1 the configuration is invalid (check-config found errors); \
+                  2 usage error; 3 any other failure (a file that cannot be read, a command that failed)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,16 +41,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate fairway.toml as the plugins will read it, and against slurm.conf's
-    /// priority settings (exit 1 on configuration errors, 2 if fairway.toml is invalid).
-    CheckConfig {
-        /// The fairway.toml to check [default: beside slurm.conf].
-        #[arg(long)]
-        file: Option<PathBuf>,
-        /// slurm.conf whose directory holds fairway.toml [default: $SLURM_CONF or /etc/slurm/slurm.conf].
-        #[arg(long, env = "SLURM_CONF", default_value = "/etc/slurm/slurm.conf")]
-        slurm_conf: PathBuf,
-    },
+    /// Validate fairway.toml as the plugins will read it, against slurm.conf, and check that
+    /// the Fairway plugins slurm.conf names will load in the Slurm installed here
+    /// (exit 1 on errors).
+    CheckConfig(check_config::CheckConfigArgs),
     /// Train or evaluate the run-time predictor on a job trace.
     #[command(subcommand)]
     Predict(predict::PredictCommand),
@@ -60,59 +59,48 @@ enum Command {
     /// Simulate a GPU cluster on a job trace (or a synthetic workload) under FIFO,
     /// multifactor, Fairway and oracle SJF priorities, with EASY backfill, and compare them.
     Sim(Box<sim::SimArgs>),
+    /// Write the man pages or a shell's completion script.
+    #[command(subcommand)]
+    Generate(generate::GenerateCommand),
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Why a command failed, which decides its exit status.
+pub enum Failure {
+    /// The configuration is invalid or will not work (exit 1).
+    Config(anyhow::Error),
+    /// Anything else: unreadable input, a failed command (exit 3).
+    Runtime(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Runtime(e)
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Predict(c) => predict::predict(c).map(|()| ExitCode::SUCCESS),
-        Command::Trace(c) => predict::trace(c).map(|()| ExitCode::SUCCESS),
-        Command::Topo(a) => topo::topo(a).map(|()| ExitCode::SUCCESS),
-        Command::CkptDone(a) => ckpt::ckpt_done(a).map(|()| ExitCode::SUCCESS),
-        Command::Sim(a) => sim::sim(*a).map(|()| ExitCode::SUCCESS),
-        Command::CheckConfig { file, slurm_conf } => {
-            let path = file.unwrap_or_else(|| config::path_beside(&slurm_conf));
-            let config = match Config::load(&path) {
-                Ok(Some(c)) => {
-                    println!("{}: ok", path.display());
-                    println!("{c:#?}");
-                    c
-                }
-                Ok(None) => {
-                    println!("{}: not found; the plugins use the defaults (Fairway's terms off)", path.display());
-                    Config::default()
-                }
-                Err(e) => return Err(e).context("fairway.toml is invalid; slurmctld would refuse to start with it"),
-            };
-            // The topology files it names for slurmd's gpu/nvml, and the learned model.
-            let dir = path.parent().unwrap_or(std::path::Path::new("."));
-            let mut errors = 0;
-            for f in
-                check::check_gpu_topology(&config, dir).into_iter().chain(check::check_predictor_model(&config, dir))
-            {
-                println!("{}: {f}", path.display());
-                errors += 1;
-            }
-            // Then against slurm.conf's priority settings, when it can be read.
-            let Ok(text) = std::fs::read_to_string(&slurm_conf) else {
-                println!("{}: not readable; priority settings not checked", slurm_conf.display());
-                return Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS });
-            };
-            let findings = check::check(&config, &check::SlurmPriority::parse(&text));
-            for f in &findings {
-                println!("{}: {f}", slurm_conf.display());
-            }
-            errors += findings.iter().filter(|f| f.severity == check::Severity::Error).count();
-            Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
-        }
+        Command::CheckConfig(a) => check_config::check_config(a),
+        Command::Predict(c) => Ok(predict::predict(c)?),
+        Command::Trace(c) => Ok(predict::trace(c)?),
+        Command::Topo(a) => Ok(topo::topo(a)?),
+        Command::CkptDone(a) => Ok(ckpt::ckpt_done(a)?),
+        Command::Sim(a) => Ok(sim::sim(*a)?),
+        Command::Generate(c) => Ok(generate::generate(c)?),
     }
 }
 
 fn main() -> ExitCode {
+    // clap itself exits 2 on a usage error.
     match run(Cli::parse()) {
-        Ok(code) => code,
-        Err(e) => {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Config(e)) => {
             eprintln!("fairway: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(1)
+        }
+        Err(Failure::Runtime(e)) => {
+            eprintln!("fairway: {e:#}");
+            ExitCode::from(3)
         }
     }
 }

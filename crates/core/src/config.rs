@@ -6,6 +6,7 @@
 //! `/etc/slurm/fairway.toml:4:8: priority.max_wait: invalid time "2 days": ...`.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer};
@@ -157,6 +158,18 @@ impl PredictorConfig {
 /// A duration in whole seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Seconds(pub u64);
+
+/// As Slurm writes a time limit: `MM:SS`, `HH:MM:SS` or `D-HH:MM:SS`.
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (d, h, m, s) = (self.0 / 86_400, self.0 / 3600 % 24, self.0 / 60 % 60, self.0 % 60);
+        match (d, h) {
+            (0, 0) => write!(f, "{m:02}:{s:02}"),
+            (0, _) => write!(f, "{h:02}:{m:02}:{s:02}"),
+            _ => write!(f, "{d}-{h:02}:{m:02}:{s:02}"),
+        }
+    }
+}
 
 /// A quantile in [0.5, 0.999].
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]

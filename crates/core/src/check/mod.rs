@@ -3,6 +3,8 @@
 //! `fairway check-config` and the plugins (at startup) run the same checks, so an
 //! admin sees the same explanation in the terminal and in `slurmctld.log`.
 
+pub mod plugins;
+
 use std::fmt;
 
 use crate::config::Config;

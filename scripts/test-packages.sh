@@ -1,0 +1,138 @@
+#!/bin/bash
+# Fairway installed as an admin installs it, checked end to end:
+#  1. on the host, the README's build line, as written (`make deb`);
+#  2. in a clean container of Debian bookworm with Debian's Slurm 22.05 and no Fairway,
+#     the README's install lines, as written, then its slurm.conf lines; munged, slurmctld
+#     and slurmd started; `fairway check-config` clean; a job run under priority/fairway
+#     and job_submit/fairway; `fairway --version`, its man page and completions there;
+#  3. in a container of trixie's Slurm 24.11 (Slurm changed under the plugins: Debian
+#     serves one micro release per suite, so this is the nearest real upgrade): apt refuses
+#     the 22.05 packages; forced in anyway, `fairway check-config` names the mismatch and
+#     exits 1 before any restart, and slurmctld indeed refuses the plugin.
+# The images are docker/build-image.sh's (debootstrap + docker import, no registry).
+# Usage: scripts/test-packages.sh   (root: docker)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+fail() { echo "test-packages: FAIL: $*" >&2; exit 1; }
+step() { echo "test-packages: $*"; }
+
+# The README's fenced block after a `<!-- install:NAME -->` marker, as written.
+readme_block() {
+    awk -v m="<!-- install:$1 -->" '$0 == m {f = 1; next} f && /^```/ {if (in_) exit; in_ = 1; next} f && in_' README.md
+}
+build=$(readme_block build)
+controller=$(readme_block controller)
+slurm_lines=$(readme_block slurm.conf)
+for b in build controller slurm.conf; do [ -n "$(readme_block $b)" ] || fail "README has no install:$b block"; done
+
+step "README build lines: $build"
+bash -euo pipefail -c "$build" || fail "the README's build lines failed"
+ls target/debian/fairway-slurmctld_*.deb target/debian/fairway_*.deb >/dev/null || fail "no packages in target/debian"
+
+for suite in bookworm trixie; do bash docker/build-image.sh $suite; done
+
+# Runs a script in a fresh container of an image, the checkout read-only at /src (the
+# README's lines use paths relative to the checkout).
+in_container() { # image script...
+    local image=$1
+    shift
+    docker run --rm -i --hostname node1 -v "$PWD:/src:ro" -w /src \
+        -e README_CONTROLLER="$controller" -e README_SLURM_CONF="$slurm_lines" \
+        "$image" bash -euo pipefail -s -- "$@"
+}
+
+# What both containers share: a one-node slurm.conf with the README's lines, and munged.
+common=$(cat <<'COMMON'
+sudo() { "$@"; }   # the README's lines say sudo; the container runs as root
+export -f sudo
+start_munge() {
+    install -d -o munge -g munge -m 0700 /etc/munge /var/lib/munge /var/log/munge
+    install -d -o munge -g munge -m 0755 /run/munge
+    dd if=/dev/urandom bs=1024 count=1 status=none >/etc/munge/munge.key
+    chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key
+    runuser -u munge -- /usr/sbin/munged
+}
+slurm_conf() {
+    mkdir -p /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
+    cat >/etc/slurm/slurm.conf <<CONF
+ClusterName=pkgtest
+SlurmctldHost=node1
+AuthType=auth/munge
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SchedulerParameters=bf_interval=1
+PriorityCalcPeriod=1
+NodeName=node1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# The README's lines:
+$README_SLURM_CONF
+CONF
+}
+wait_for() { # what seconds command...
+    local what=$1 t=$2; shift 2
+    for _ in $(seq "$t"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
+    echo "gave up waiting for $what" >&2
+    tail -40 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2 || true
+    return 1
+}
+COMMON
+)
+
+step "bookworm (Slurm 22.05): install, enable, run a job"
+in_container fairway/slurm:bookworm <<SCRIPT || fail "the install on bookworm"
+$common
+dpkg -l | grep -q fairway && { echo "the image already has Fairway"; exit 1; }
+echo "--- the README's install lines"
+bash -euo pipefail -c "\$README_CONTROLLER"
+dpkg -l fairway fairway-slurmctld | tail -2
+fairway --version
+man -w fairway-check-config >/dev/null 2>&1 || test -e /usr/share/man/man1/fairway-check-config.1.gz
+test -s /usr/share/bash-completion/completions/fairway
+start_munge
+slurm_conf
+echo "--- fairway check-config, before the first start"
+fairway check-config
+slurmctld
+slurmd
+wait_for slurmctld 60 scontrol ping
+wait_for "node1 idle" 60 bash -c 'sinfo -h -n node1 -o %t | grep -qx idle'
+scontrol show config | grep -E '^(PriorityType|JobSubmitPlugins) '
+scontrol show config | grep -q 'PriorityType *= priority/fairway'
+id=\$(sbatch --parsable -o /tmp/job.out --wrap 'echo ran on \$(hostname)')
+wait_for "job \$id" 60 bash -c "scontrol show job \$id | grep -q 'JobState=COMPLETED'"
+grep -q 'ran on node1' /tmp/job.out
+echo "job \$id completed under priority/fairway: \$(cat /tmp/job.out)"
+# A running slurmctld: plugins and daemon agree, so check-config is still clean.
+fairway check-config >/dev/null
+SCRIPT
+
+step "trixie (Slurm 24.11) under the 22.05 packages: refused by apt, caught by check-config"
+in_container fairway/slurm:trixie <<SCRIPT || fail "the mismatch on trixie"
+$common
+slurmctld -V
+echo "--- apt must refuse packages built for another Slurm release"
+if out=\$(bash -c "\$README_CONTROLLER" 2>&1); then echo "\$out"; echo "apt installed them"; exit 1; fi
+echo "\$out" | grep -E 'Depends: slurmctld|unmet' | head -3
+echo "--- forced in (a hand copy, or dpkg --force-depends)"
+dpkg -i --force-depends target/debian/fairway-slurmctld_*.deb target/debian/fairway_*.deb >/dev/null 2>&1
+slurm_conf
+set +e
+out=\$(fairway check-config 2>&1); rc=\$?
+set -e
+echo "\$out"
+[ \$rc = 1 ] || { echo "check-config exited \$rc, not 1"; exit 1; }
+echo "\$out" | grep -q 'is built for Slurm 22.05' || { echo "no version finding"; exit 1; }
+echo "\$out" | grep -q 'Slurm 24.11' || { echo "the installed version is not named"; exit 1; }
+echo "--- and slurmctld indeed refuses it"
+start_munge
+if timeout 60 slurmctld -D -i >/tmp/ctld.out 2>&1; then echo "slurmctld ran with a 22.05 plugin"; exit 1; fi
+grep -E 'Incompatible|cannot create priority' /tmp/ctld.out /var/log/slurm/slurmctld.log | head -3
+grep -q 'Incompatible Slurm plugin' /tmp/ctld.out /var/log/slurm/slurmctld.log
+SCRIPT
+step "PASS in $((SECONDS - start)) s"
