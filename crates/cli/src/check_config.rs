@@ -15,7 +15,7 @@ use fairway_core::check::plugins::{self, Daemon, FoundPlugin, SlurmPlugins, Slur
 use fairway_core::check::{self, Finding, Severity};
 use fairway_core::config::{self, Config};
 
-use crate::Failure;
+use crate::Invalid;
 
 #[derive(Args)]
 pub struct CheckConfigArgs {
@@ -31,7 +31,7 @@ pub struct CheckConfigArgs {
 }
 
 /// Runs the checks; `Ok` when nothing is wrong, warnings included.
-pub fn check_config(a: CheckConfigArgs) -> Result<(), Failure> {
+pub fn check_config(a: CheckConfigArgs) -> anyhow::Result<()> {
     let path = a.file.unwrap_or_else(|| config::path_beside(&a.slurm_conf));
     let config = match Config::load(&path) {
         Ok(Some(c)) => {
@@ -49,9 +49,8 @@ pub fn check_config(a: CheckConfigArgs) -> Result<(), Failure> {
             Config::default()
         }
         Err(e) => {
-            return Err(Failure::Config(
-                anyhow::Error::new(e).context("fairway.toml is invalid; slurmctld would refuse to start with it"),
-            ))
+            return Err(anyhow::Error::new(e)
+                .context(Invalid("fairway.toml is invalid; slurmctld would refuse to start with it")))
         }
     };
     let mut findings: Vec<(PathBuf, Finding)> = Vec::new();
@@ -60,9 +59,8 @@ pub fn check_config(a: CheckConfigArgs) -> Result<(), Failure> {
         findings.push((path.clone(), f));
     }
     // Everything else is measured against slurm.conf: without it nothing can be vouched for.
-    let text = std::fs::read_to_string(&a.slurm_conf)
-        .with_context(|| format!("cannot read {} (set --slurm-conf or SLURM_CONF)", a.slurm_conf.display()))
-        .map_err(Failure::Runtime)?;
+    let text = fairway_core::slurm_conf::read(&a.slurm_conf)
+        .with_context(|| format!("cannot read {} (set --slurm-conf or SLURM_CONF)", a.slurm_conf.display()))?;
     for f in check::check(&config, &check::SlurmPriority::parse(&text)) {
         findings.push((a.slurm_conf.clone(), f));
     }
@@ -76,7 +74,7 @@ pub fn check_config(a: CheckConfigArgs) -> Result<(), Failure> {
     let errors = findings.iter().filter(|(_, f)| f.severity == Severity::Error).count();
     let warnings = findings.len() - errors;
     if errors > 0 {
-        return Err(Failure::Config(anyhow::anyhow!("{errors} error(s), {warnings} warning(s)")));
+        return Err(anyhow::anyhow!("{errors} error(s), {warnings} warning(s)").context(Invalid("check-config")));
     }
     println!("check-config: no errors, {warnings} warning(s)");
     Ok(())

@@ -109,11 +109,18 @@ pub fn execute(slurm: &Slurm, job: &str, plan: &Plan) -> anyhow::Result<()> {
 /// `fairway ckpt-done`.
 pub fn ckpt_done(args: CkptDoneArgs) -> anyhow::Result<()> {
     let Some(job) = args.job.filter(|j| !j.trim().is_empty()) else {
-        bail!("no job to requeue: SLURM_JOB_ID is not set (run `fairway ckpt-done` inside the job, or pass --job ID)");
+        return Err(crate::Usage(
+            "no job to requeue: SLURM_JOB_ID is not set (run `fairway ckpt-done` inside the job, or pass --job ID)"
+                .into(),
+        )
+        .into());
     };
     let job = job.trim();
     if !valid_job_id(job) {
-        bail!("`{job}` is not a Slurm job id (expected digits, or JOB_TASK for an array task)");
+        return Err(crate::Usage(format!(
+            "`{job}` is not a Slurm job id (expected digits, or JOB_TASK for an array task)"
+        ))
+        .into());
     }
     let slurm = Slurm::from_env();
     let plan = plan(&slurm, job, args.cancel)?;

@@ -64,43 +64,50 @@ enum Command {
     Generate(generate::GenerateCommand),
 }
 
-/// Why a command failed, which decides its exit status.
-pub enum Failure {
-    /// The configuration is invalid or will not work (exit 1).
-    Config(anyhow::Error),
-    /// Anything else: unreadable input, a failed command (exit 3).
-    Runtime(anyhow::Error),
-}
+/// An argument the command itself found wrong (clap finds the rest): exit 2, as clap's.
+#[derive(Debug)]
+pub struct Usage(pub String);
 
-impl From<anyhow::Error> for Failure {
-    fn from(e: anyhow::Error) -> Self {
-        Failure::Runtime(e)
+/// Context marking a configuration the command found invalid (fairway.toml, a topology
+/// file, slurm.conf's settings): exit 1.
+#[derive(Debug)]
+pub struct Invalid(pub &'static str);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
-fn run(cli: Cli) -> Result<(), Failure> {
+impl std::error::Error for Usage {}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::CheckConfig(a) => check_config::check_config(a),
-        Command::Predict(c) => Ok(predict::predict(c)?),
-        Command::Trace(c) => Ok(predict::trace(c)?),
-        Command::Topo(a) => Ok(topo::topo(a)?),
-        Command::CkptDone(a) => Ok(ckpt::ckpt_done(a)?),
-        Command::Sim(a) => Ok(sim::sim(*a)?),
-        Command::Generate(c) => Ok(generate::generate(c)?),
+        Command::Predict(c) => predict::predict(c),
+        Command::Trace(c) => predict::trace(c),
+        Command::Topo(a) => topo::topo(a),
+        Command::CkptDone(a) => ckpt::ckpt_done(a),
+        Command::Sim(a) => sim::sim(*a),
+        Command::Generate(c) => generate::generate(c),
     }
 }
 
 fn main() -> ExitCode {
     // clap itself exits 2 on a usage error.
-    match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Config(e)) => {
-            eprintln!("fairway: {e:#}");
-            ExitCode::from(1)
-        }
-        Err(Failure::Runtime(e)) => {
-            eprintln!("fairway: {e:#}");
-            ExitCode::from(3)
-        }
+    let Err(e) = run(Cli::parse()) else { return ExitCode::SUCCESS };
+    eprintln!("fairway: {e:#}");
+    if e.downcast_ref::<Usage>().is_some() {
+        ExitCode::from(2)
+    } else if e.downcast_ref::<Invalid>().is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::from(3)
     }
 }

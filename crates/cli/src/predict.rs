@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use fairway_core::predict::{
@@ -48,7 +48,7 @@ pub enum PredictCommand {
         quantile: f64,
         /// Step of the online calibration (log space; 0: offsets fixed at training), as
         /// `[predictor] calibration_step` in fairway.toml.
-        #[arg(long, default_value_t = predict::DEFAULT_STEP)]
+        #[arg(long, default_value_t = predict::DEFAULT_STEP, value_parser = online_step)]
         online_step: f64,
         /// Print CSV instead of a table.
         #[arg(long, conflicts_with = "json")]
@@ -357,10 +357,13 @@ pub fn trace(cmd: TraceCommand) -> anyhow::Result<()> {
     match cmd {
         TraceCommand::Synth { jobs, seed, drift, drift_from, out } => {
             if jobs == 0 {
-                bail!("--jobs must be at least 1");
+                return Err(crate::Usage("--jobs must be at least 1".into()).into());
             }
             if !(drift.is_finite() && drift > 0.0 && (0.0..=1.0).contains(&drift_from)) {
-                bail!("--drift must be a positive factor and --drift-from a share between 0 and 1");
+                return Err(crate::Usage(
+                    "--drift must be a positive factor and --drift-from a share between 0 and 1".into(),
+                )
+                .into());
             }
             let cfg = SynthConfig { jobs, seed, drift_factor: drift, drift_from, ..SynthConfig::default() };
             let trace = synth::generate(&cfg);
@@ -375,5 +378,15 @@ pub fn trace(cmd: TraceCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// `--online-step`: a step in log space, 0 to 1.
+fn online_step(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("online step {s} is not in [0, 1]"))
     }
 }

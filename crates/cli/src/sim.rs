@@ -65,8 +65,9 @@ pub struct SimArgs {
     /// Take the nodes from Alibaba openb's node list CSV (`openb_node_list_gpu_node.csv`).
     #[arg(long, conflicts_with = "nodes")]
     node_list: Option<PathBuf>,
-    /// Time limit, seconds, of jobs whose trace has none (then also the longest a job runs).
-    #[arg(long, default_value_t = 3 * 86_400)]
+    /// Time limit of jobs whose trace has none (then also the longest a job runs): seconds,
+    /// or Slurm time syntax (`3-00:00:00`).
+    #[arg(long, default_value = "3-00:00:00", value_parser = duration)]
     default_limit: u64,
     /// Strict priority order instead of EASY backfill.
     #[arg(long)]
@@ -93,26 +94,27 @@ pub struct SimArgs {
     /// PriorityWeightQOS.
     #[arg(long, default_value_t = 0)]
     weight_qos: u32,
-    /// Fairway's max_wait (starvation bound), seconds; 0 turns it off.
-    #[arg(long, default_value_t = 2 * 86_400)]
+    /// Fairway's max_wait (starvation bound): seconds or Slurm time syntax; 0 turns it off.
+    #[arg(long, default_value = "2-00:00:00", value_parser = duration)]
     max_wait: u64,
-    /// PriorityDecayHalfLife, seconds.
-    #[arg(long, default_value_t = 7 * 86_400)]
+    /// PriorityDecayHalfLife: seconds or Slurm time syntax.
+    #[arg(long, default_value = "7-00:00:00", value_parser = duration_u32)]
     half_life: u32,
     /// QoS preemption with requeue: `PREEMPTOR:VICTIM` pairs, comma-separated, as
     /// sacctmgr's `Preempt=` (the synthetic workload has QoS `high` and `normal`).
     #[arg(long, value_delimiter = ',', value_parser = parse_pair)]
     preempt: Vec<(String, String)>,
-    /// Seconds a victim keeps its GPUs to checkpoint before it is requeued, resuming from
-    /// that checkpoint (preempt/fairway's grace); 0 requeues at once.
-    #[arg(long, default_value_t = 0, requires = "preempt")]
+    /// How long a victim keeps its GPUs to checkpoint before it is requeued, resuming from
+    /// that checkpoint (preempt/fairway's grace): seconds or Slurm time syntax; 0 requeues
+    /// at once.
+    #[arg(long, default_value = "0", value_parser = duration, requires = "preempt")]
     grace: u64,
-    /// Victims' periodic checkpoints, seconds apart: what a victim requeued without grace
-    /// resumes from [default: none, it starts over].
-    #[arg(long, requires = "preempt")]
+    /// Victims' periodic checkpoints, this far apart (seconds or Slurm time syntax): what a
+    /// victim requeued without grace resumes from [default: none, it starts over].
+    #[arg(long, value_parser = duration, requires = "preempt")]
     checkpoint_every: Option<u64>,
-    /// `[preempt] min_runtime`: a job this young is taken last.
-    #[arg(long, default_value_t = 600, requires = "preempt")]
+    /// `[preempt] min_runtime`: a job this young is taken last (seconds or Slurm time syntax).
+    #[arg(long, default_value = "10:00", value_parser = duration_u32, requires = "preempt")]
     min_runtime: u32,
     /// `[preempt] max_preemptions` (0 = no budget).
     #[arg(long, default_value_t = 3, requires = "preempt")]
@@ -223,7 +225,7 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
                 format!("synthetic ({} jobs, seed {}, interarrival {} s)", a.jobs, a.seed, a.interarrival),
             )
         }
-        _ => bail!("give --trace PATH --format FORMAT, or --synth"),
+        _ => return Err(crate::Usage("give --trace PATH --format FORMAT, or --synth".into()).into()),
     };
     let topology = match &a.topology {
         Some(path) => Some(Topology::load(path).context("topology file is invalid")?),
@@ -561,4 +563,18 @@ fn plot(path: &std::path::Path, s: &WorkloadSummary, cdfs: &[Cdf]) -> anyhow::Re
     }
     root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
+}
+
+/// A duration argument: whole seconds (`600`), or Slurm time syntax (`10:00`,
+/// `2-00:00:00`) as fairway.toml and slurm.conf write it. A bare number is seconds here,
+/// not Slurm's minutes, as every duration of `fairway sim` always was.
+fn duration(s: &str) -> Result<u64, String> {
+    if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() {
+        return s.parse().map_err(|e| format!("`{s}`: {e}"));
+    }
+    fairway_core::time::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn duration_u32(s: &str) -> Result<u32, String> {
+    duration(s).and_then(|v| u32::try_from(v).map_err(|_| format!("`{s}` is too long")))
 }

@@ -36,7 +36,7 @@ enum Style {
 
 pub fn topo(args: TopoArgs) -> anyhow::Result<()> {
     let topo = match &args.file {
-        Some(path) => Topology::load(path).context("topology file is invalid")?,
+        Some(path) => Topology::load(path).context(crate::Invalid("topology file is invalid"))?,
         None => fairway_topo_detect::detect().context(
             "cannot read this node's GPUs; describe the node in a topology file and pass it with --file \
              (examples in config/topology/)",

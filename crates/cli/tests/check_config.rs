@@ -27,7 +27,10 @@ fn valid_file_passes() {
     let (code, stdout, _) = check(Some("[priority]\nmax_wait = \"3-00:00:00\"\n"));
     assert_eq!(code, 0);
     assert!(stdout.contains("fairway.toml: valid"), "{stdout}");
-    assert!(stdout.contains("[priority]   predicted work: off; deadline: off; starvation bound: 3-00:00:00"), "{stdout}");
+    assert!(
+        stdout.contains("[priority]   predicted work: off; deadline: off; starvation bound: 3-00:00:00"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -140,6 +143,27 @@ fn a_plugin_of_another_slurm_release_is_caught_before_the_restart() {
     assert!(stdout.contains("priority_fairway.so: loads in slurmctld 22.05.8"), "{stdout}");
     let (code, stdout) = run("22.05.9");
     assert_eq!(code, Some(1), "{stdout}");
-    assert!(stdout.contains("priority_fairway.so is built for Slurm 22.05.8, but slurmctld here is Slurm 22.05.9"), "{stdout}");
+    assert!(
+        stdout.contains("priority_fairway.so is built for Slurm 22.05.8, but slurmctld here is Slurm 22.05.9"),
+        "{stdout}"
+    );
     assert!(stdout.contains("not start"), "{stdout}");
+}
+
+#[test]
+fn settings_in_an_included_file_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("priority.conf"), "PrioritySiteFactorPlugin=site_factor/fairway\n").unwrap();
+    std::fs::write(dir.path().join("slurm.conf"), "PriorityType=priority/fairway\nInclude priority.conf\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
+        .args(["check-config", "--slurm-conf"])
+        .arg(dir.path().join("slurm.conf"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("error: PriorityType=priority/fairway and PrioritySiteFactorPlugin=site_factor/fairway"),
+        "{stdout}"
+    );
 }

@@ -103,7 +103,7 @@ fn a_refused_requeue_fails_with_slurms_reason() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = fakes("JobId=77 Requeue=1", 1);
     let (code, _, stderr, _) = ckpt_done(dir.path(), Some("77"), &[]);
-    assert_eq!(code, 2);
+    assert_eq!(code, 3);
     assert!(stderr.contains("cannot requeue job 77"), "{stderr}");
     assert!(stderr.contains("Access/permission denied"), "{stderr}");
 }

@@ -168,7 +168,7 @@ fn a_drifting_workload_scored_with_a_model_trained_before_the_drift() {
 #[test]
 fn bad_input_is_reported_not_panicked() {
     let (code, _, stderr) = fairway(&["predict", "eval", "--trace", "/nonexistent", "--format", "eagle"]);
-    assert_eq!(code, 2);
+    assert_eq!(code, 3, "an unreadable file is a failure, not a usage error");
     assert!(stderr.contains("/nonexistent"), "{stderr}");
     let (code, _, stderr) = fairway(&["predict", "eval", "--trace", &eagle(), "--format", "nope"]);
     assert_eq!(code, 2);

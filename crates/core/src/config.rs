@@ -109,9 +109,10 @@ pub struct PriorityConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PredictorConfig {
-    /// The quantile of runtime predicted, in [0.5, 0.999]: higher means rarer
-    /// under-prediction and looser estimates.
-    pub quantile: Quantile,
+    /// Accepted so that older files still load, and otherwise ignored: the upper
+    /// quantile is the one a model was trained for (`fairway predict train --quantile`),
+    /// kept there by the online calibration. `check-config` says so.
+    pub quantile: Option<Quantile>,
     /// Predictor history; relative paths are relative to `StateSaveLocation`.
     pub state_file: PathBuf,
     /// A learned run-time model written by `fairway predict train`; relative paths are
@@ -129,7 +130,7 @@ pub struct PredictorConfig {
 impl Default for PredictorConfig {
     fn default() -> Self {
         Self {
-            quantile: Quantile(0.9),
+            quantile: None,
             state_file: PathBuf::from("fairway-predictor.json"),
             model: None,
             calibration_step: crate::predict::DEFAULT_STEP,
@@ -247,7 +248,7 @@ mod tests {
     fn empty_file_is_all_defaults() {
         let c = Config::parse("", Path::new("x")).unwrap();
         assert_eq!(c, Config::default());
-        assert_eq!(c.predictor.quantile.get(), 0.9);
+        assert_eq!(c.predictor.quantile, None);
         assert_eq!(c.priority.max_wait, None);
     }
 
@@ -261,7 +262,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.priority.weight_predicted_work, 1000);
         assert_eq!(c.priority.max_wait, Some(Seconds(2 * 86400)));
-        assert_eq!(c.predictor.quantile.get(), 0.95);
+        assert_eq!(c.predictor.quantile.map(Quantile::get), Some(0.95));
     }
 
     #[test]

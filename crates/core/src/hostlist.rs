@@ -1,6 +1,8 @@
-//! Slurm hostlist expressions (`c[1-4,7]`, `gpu[001-016]`, `login,c[1-2]`), as slurm.conf
-//! writes node names: a comma-separated list of names, each with at most one bracketed
-//! set of numeric ranges; leading zeros fix the width (`[001-016]`).
+//! Slurm hostlist expressions (`c[1-4,7]`, `gpu[001-016]`, `login,c[1-2]`,
+//! `rack[1-2]-gpu[01-08]`), as slurm.conf writes node names: a comma-separated list of
+//! names, each with any number of bracketed sets of numeric ranges (every combination,
+//! the first bracket varying slowest, as Slurm lists two); leading zeros fix the width
+//! (`[001-016]`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -71,17 +73,26 @@ fn expand_item(item: &str, hosts: &mut Vec<String>) -> Result<(), String> {
     if item.is_empty() {
         return Err("an empty name".into());
     }
-    let Some((prefix, rest)) = item.split_once('[') else {
-        if !item.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+    let names = expand_name(item, item, hosts.len())?;
+    hosts.extend(names);
+    Ok(())
+}
+
+/// Every name `text` (a part of `item` from some bracket on) stands for; `already` names
+/// exist, for the size limit.
+fn expand_name(item: &str, text: &str, already: usize) -> Result<Vec<String>, String> {
+    let Some((prefix, rest)) = text.split_once('[') else {
+        if !text.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
             return Err(format!("\"{item}\" is not a node name"));
         }
-        hosts.push(item.to_string());
-        return Ok(());
+        return Ok(vec![text.to_string()]);
     };
-    let (ranges, suffix) = rest.split_once(']').ok_or("'[' without ']'")?;
-    if suffix.contains('[') {
-        return Err(format!("\"{item}\": one bracketed range per name is supported"));
+    if !prefix.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        return Err(format!("\"{item}\" is not a node name"));
     }
+    let (ranges, rest) = rest.split_once(']').ok_or("'[' without ']'")?;
+    let suffixes = expand_name(item, rest, already)?;
+    let mut out = Vec::new();
     for range in ranges.split(',') {
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
         let num = |s: &str| -> Result<u64, String> {
@@ -94,15 +105,16 @@ fn expand_item(item: &str, hosts: &mut Vec<String>) -> Result<(), String> {
         if a > b {
             return Err(format!("range \"{range}\" in \"{item}\" runs backwards"));
         }
-        if hosts.len() as u64 + (b - a + 1) > MAX_HOSTS as u64 {
+        let total = (already + out.len()) as u64 + (b - a + 1).saturating_mul(suffixes.len() as u64);
+        if total > MAX_HOSTS as u64 {
             return Err(format!("more than {MAX_HOSTS} names"));
         }
         let width = if lo.len() > 1 && lo.starts_with('0') { lo.len() } else { 0 };
         for n in a..=b {
-            hosts.push(format!("{prefix}{n:0width$}{suffix}"));
+            out.extend(suffixes.iter().map(|suffix| format!("{prefix}{n:0width$}{suffix}")));
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 impl FromStr for Hostlist {
@@ -139,13 +151,29 @@ mod tests {
         assert_eq!(hosts("login,c[3,5-6]"), ["login", "c3", "c5", "c6"]);
         assert_eq!(hosts("gpu[008-010]-ib"), ["gpu008-ib", "gpu009-ib", "gpu010-ib"]);
         assert_eq!(hosts("node0"), ["node0"]);
+        assert_eq!(hosts("rack[1-2]-gpu[01-02]"), ["rack1-gpu01", "rack1-gpu02", "rack2-gpu01", "rack2-gpu02"]);
+        assert_eq!(hosts("r[1-2]n[3,5]-ib"), ["r1n3-ib", "r1n5-ib", "r2n3-ib", "r2n5-ib"]);
+        assert_eq!(hosts("rack[1-2]-gpu[01-08]").len(), 16);
         assert!("c[1-2]".parse::<Hostlist>().unwrap().contains("c2"));
         assert!(!"c[1-2]".parse::<Hostlist>().unwrap().contains("c3"));
     }
 
     #[test]
     fn refuses_what_is_not_a_hostlist() {
-        for bad in ["", "c[1-2", "c1-2]", "c[2-1]", "c[a-b]", "c[1-2][3-4]", "c[[1]]", "c,,d", "c d", "c[1-99999999]"] {
+        for bad in [
+            "",
+            "c[1-2",
+            "c1-2]",
+            "c[2-1]",
+            "c[a-b]",
+            "c[1-2][3-",
+            "c[[1]]",
+            "c[1-1000][1-10000]",
+            "c[1]d e",
+            "c,,d",
+            "c d",
+            "c[1-99999999]",
+        ] {
             let e = bad.parse::<Hostlist>().unwrap_err().to_string();
             assert!(e.starts_with("invalid hostlist"), "{bad}: {e}");
         }

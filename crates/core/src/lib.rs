@@ -34,6 +34,7 @@ pub mod multifactor;
 pub mod predict;
 pub mod preempt;
 pub mod priority;
+pub mod slurm_conf;
 pub mod state_file;
 pub mod submit;
 pub mod terms;

@@ -33,7 +33,8 @@ pub struct SlurmPriority {
 
 impl SlurmPriority {
     /// Reads the relevant keys from `slurm.conf` text (case-insensitive keys, `#`
-    /// comments; `Include` files are not followed). Missing keys keep Slurm's defaults.
+    /// comments; `Include` lines already expanded by [`crate::slurm_conf::read`]).
+    /// Missing keys keep Slurm's defaults.
     pub fn parse(text: &str) -> Self {
         let mut s = Self {
             priority_type: "priority/multifactor".into(),
@@ -362,15 +363,26 @@ pub fn check_gpu_topology(config: &Config, dir: &std::path::Path) -> Vec<Finding
 /// The learned model `[predictor] model` names, if any, must load: otherwise the
 /// plugins fall back to the mean of the last two runs (and log why).
 pub fn check_predictor_model(config: &Config, dir: &std::path::Path) -> Vec<Finding> {
-    let Some(path) = config.predictor.model_file(dir) else { return Vec::new() };
+    let mut out = Vec::new();
+    if let Some(q) = config.predictor.quantile {
+        out.push(Finding {
+            severity: Severity::Warning,
+            message: format!(
+                "[predictor] quantile = {} is ignored: the upper quantile is the one the model was trained \
+                 for (`fairway predict train --quantile`); remove the key",
+                q.get()
+            ),
+        });
+    }
+    let Some(path) = config.predictor.model_file(dir) else { return out };
     match crate::predict::LearnedPredictor::load(&path) {
-        Ok(_) => Vec::new(),
-        Err(e) => vec![Finding {
+        Ok(_) => out,
+        Err(e) => out.into_iter().chain([Finding {
             severity: Severity::Error,
             message: format!(
                 "[predictor] model: {e}; the plugins would predict with the mean of the last two runs (write one with `fairway predict train`)"
             ),
-        }],
+        }]).collect(),
     }
 }
 

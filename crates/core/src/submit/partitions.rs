@@ -18,8 +18,8 @@ pub struct Partitions(pub BTreeMap<String, Partition>);
 
 impl Partitions {
     /// Reads `PartitionName=` lines (keys case-insensitive, `#` comments; `Include`
-    /// files are not followed). `PartitionName=DEFAULT` sets defaults for later lines,
-    /// as in Slurm.
+    /// lines already expanded by [`crate::slurm_conf::read`]). `PartitionName=DEFAULT`
+    /// sets defaults for later lines, as in Slurm.
     pub fn parse(text: &str) -> Self {
         let mut out = BTreeMap::new();
         let mut defaults = Partition::default();

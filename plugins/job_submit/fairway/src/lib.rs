@@ -131,8 +131,10 @@ fn load_config(path: &Path) -> Result<Config, String> {
     }
 }
 
+/// slurm.conf's partitions, its `Include` files followed (a change to an included file
+/// alone is seen at the next change of slurm.conf itself, or at a restart).
 fn load_partitions(path: &Path) -> Result<Partitions, String> {
-    std::fs::read_to_string(path).map(|t| Partitions::parse(&t)).map_err(|e| format!("{}: {e}", path.display()))
+    fairway_core::slurm_conf::read(path).map(|t| Partitions::parse(&t)).map_err(|e| e.to_string())
 }
 
 fn predictor_path(config: &Config) -> PathBuf {
