@@ -6,7 +6,11 @@ CARGO ?= cargo
 
 PLUGINS := priority_fairway job_submit_fairway site_factor_fairway preempt_fairway gpu_nvml
 # Keyed by the installed Slurm version: a plugin built for one version never reaches another.
-SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a-fA-F]*\).*/\1/p' /usr/include/slurm/slurm_version.h 2>/dev/null); \
+# Another release's headers (SLURM_INCLUDE_DIR) and target dir (CARGO_TARGET_DIR) build
+# plugins and packages for that release, as docker/cluster.sh and test-packages do.
+SLURM_HEADERS = $(or $(SLURM_INCLUDE_DIR),/usr/include)
+TARGET = $(or $(CARGO_TARGET_DIR),target)
+SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a-fA-F]*\).*/\1/p' $(SLURM_HEADERS)/slurm/slurm_version.h 2>/dev/null); \
 	[ -n "$$v" ] && printf '%d.%02d.%d' $$((16#$${v:0:2})) $$((16#$${v:2:2})) $$((16#$${v:4:2})))
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
@@ -32,7 +36,7 @@ plugins: setup
 plugins-release: build-deps
 	$(CARGO) build --release $(addprefix -p ,$(PLUGINS))
 	mkdir -p $(PLUGIN_ROOT)/release
-	for p in $(PLUGINS); do install -m 0755 target/release/lib$$p.so $(PLUGIN_ROOT)/release/$$p.so; done
+	for p in $(PLUGINS); do install -m 0755 $(TARGET)/release/lib$$p.so $(PLUGIN_ROOT)/release/$$p.so; done
 
 ## cli-release: the fairway command (needs no Slurm)
 cli-release:
@@ -60,13 +64,13 @@ install-slurmd: plugins-release
 ## install-cli: the fairway command (every node: ckpt-done runs inside jobs), its man pages,
 ## shell completions, and the example configurations
 install-cli: cli-release
-	install -D -m 0755 target/release/fairway $(DESTDIR)$(PREFIX)/bin/fairway
-	rm -rf target/man && target/release/fairway generate man target/man
+	install -D -m 0755 $(TARGET)/release/fairway $(DESTDIR)$(PREFIX)/bin/fairway
+	rm -rf target/man && $(TARGET)/release/fairway generate man target/man
 	for m in target/man/*.1; do install -D -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man1/$$(basename $$m); gzip -9nf $(DESTDIR)$(PREFIX)/share/man/man1/$$(basename $$m); done
 	mkdir -p $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
-	target/release/fairway generate completion bash >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/fairway
-	target/release/fairway generate completion zsh >$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_fairway
-	target/release/fairway generate completion fish >$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fairway.fish
+	$(TARGET)/release/fairway generate completion bash >$(DESTDIR)$(PREFIX)/share/bash-completion/completions/fairway
+	$(TARGET)/release/fairway generate completion zsh >$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_fairway
+	$(TARGET)/release/fairway generate completion fish >$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fairway.fish
 	for f in fairway.toml fairway.gpu-cluster.toml slurm.conf.fairway; do install -D -m 0644 config/$$f $(DESTDIR)$(PREFIX)/share/doc/fairway/examples/$$f; done
 	for f in config/topology/*.toml; do install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/doc/fairway/examples/topology/$$(basename $$f); done
 	for f in README.md SECURITY.md CHANGELOG.md LICENSE; do install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/doc/fairway/$$f; done
@@ -109,6 +113,7 @@ test-cli-standalone: setup
 
 ## test-slurm: tests on a real Slurm started by the harness (serial: one cluster at a time)
 test-slurm: plugins
+	$(CARGO) build -p fairway-cli  # tests run `fairway explain` as a user
 	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/test $(CARGO) test -p fairway-tests -- --test-threads=1
 
 ## test-e2e: the end-to-end suite on a docker cluster of each Slurm version, one at a time

@@ -8,7 +8,11 @@
 # Slurm loads a plugin only when it was built for the very same release (micro included),
 # so each plugin package accepts Debian revisions of that release (22.05.8-4+deb12u3, ...)
 # and nothing else: apt will not upgrade Slurm past the plugins without saying so.
-# Output: target/debian/*.deb. Run by `make deb` after the release builds.
+# Output: target/debian/*.deb (DEB_OUT to change it). Run by `make deb` after the release
+# builds. For another Slurm release's plugins (its headers in SLURM_INCLUDE_DIR, a target
+# dir of its own in CARGO_TARGET_DIR, as docker/cluster.sh builds them):
+#   DEB_PARTS="slurmctld slurmd" DEB_OUT=target/debian/slurm-24.11.5 SLURM_INCLUDE_DIR=... \
+#     CARGO_TARGET_DIR=... SLURM_SRC_DIR=... scripts/package-deb.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make_() { make --no-print-directory "$@"; }
@@ -19,7 +23,9 @@ next="$major.$minor.$((micro + 1))"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(dpkg --print-architecture)
 git=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-out=target/debian
+out=${DEB_OUT:-target/debian}
+parts=${DEB_PARTS:-slurmctld slurmd cli}
+want() { [[ " $parts " == *" $1 "* ]]; }
 stage=$(mktemp -d target/.deb-stage.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$out"
@@ -62,11 +68,17 @@ CONTROL
 }
 
 rm -f "$out"/fairway*.deb
-package fairway-slurmctld install-slurmctld "$version+slurm$slurm" \
-    "slurmctld (>= $slurm), slurmctld (<< $next~)" \
-    "Fairway's slurmctld plugins for Slurm $slurm (priority, site_factor, job_submit, preempt)"
-package fairway-slurmd install-slurmd "$version+slurm$slurm" \
-    "slurmd (>= $slurm), slurmd (<< $next~)" \
-    "Fairway's gpu/nvml plugin for slurmd of Slurm $slurm (AutoDetect=nvml, NVLink topology)"
-package fairway install-cli "$version" "" \
-    "The fairway command: check-config, ckpt-done, predictor, simulator, topology"
+if want slurmctld; then
+    package fairway-slurmctld install-slurmctld "$version+slurm$slurm" \
+        "slurmctld (>= $slurm), slurmctld (<< $next~)" \
+        "Fairway's slurmctld plugins for Slurm $slurm (priority, site_factor, job_submit, preempt)"
+fi
+if want slurmd; then
+    package fairway-slurmd install-slurmd "$version+slurm$slurm" \
+        "slurmd (>= $slurm), slurmd (<< $next~)" \
+        "Fairway's gpu/nvml plugin for slurmd of Slurm $slurm (AutoDetect=nvml, NVLink topology)"
+fi
+if want cli; then
+    package fairway install-cli "$version" "" \
+        "The fairway command: check-config, ckpt-done, predictor, simulator, topology"
+fi

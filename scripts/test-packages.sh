@@ -8,7 +8,11 @@
 #  3. in a container of trixie's Slurm 24.11 (Slurm changed under the plugins: Debian
 #     serves one micro release per suite, so this is the nearest real upgrade): apt refuses
 #     the 22.05 packages; forced in anyway, `fairway check-config` names the mismatch and
-#     exits 1 before any restart, and slurmctld indeed refuses the plugin.
+#     exits 1 before any restart, and slurmctld indeed refuses the plugin; then the
+#     README's upgrade procedure: Fairway's packages built for 24.11 installed with apt,
+#     PluginDir moved to their release, check-config clean, slurmctld up, a job run.
+# The 24.11 plugins are built as docker/cluster.sh builds them (same headers, source tree
+# and target dir), so the e2e suite's 24.11 cluster reuses the build.
 # The images are docker/build-image.sh's (debootstrap + docker import, no registry).
 # Usage: scripts/test-packages.sh   (root: docker)
 set -euo pipefail
@@ -31,6 +35,21 @@ bash -euo pipefail -c "$build" || fail "the README's build lines failed"
 ls target/debian/fairway-slurmctld_*.deb target/debian/fairway_*.deb >/dev/null || fail "no packages in target/debian"
 
 for suite in bookworm trixie; do bash docker/build-image.sh $suite; done
+
+# Fairway's plugin packages for trixie's Slurm, from that release's headers.
+full=$(docker run --rm fairway/slurm:trixie cat /etc/slurm-version | sed 's/-.*//')
+inc=$PWD/.cache/slurm-headers/$full
+if [ ! -f "$inc/slurm/slurm_version.h" ]; then
+    mkdir -p "$inc"
+    docker run --rm fairway/slurm:trixie tar -C /usr/include -c slurm | tar -C "$inc" -x
+fi
+step "packages for Slurm $full"
+(
+    export SLURM_INCLUDE_DIR=$inc CARGO_TARGET_DIR=$PWD/target/slurm-$full
+    SLURM_SRC_DIR=$(bash scripts/slurm-src.sh)
+    export SLURM_SRC_DIR
+    DEB_PARTS="slurmctld slurmd" DEB_OUT=target/debian/slurm-$full bash scripts/package-deb.sh
+) || fail "packages for Slurm $full"
 
 # Runs a script in a fresh container of an image, the checkout read-only at /src (the
 # README's lines use paths relative to the checkout).
@@ -87,7 +106,7 @@ COMMON
 step "bookworm (Slurm 22.05): install, enable, run a job"
 in_container fairway/slurm:bookworm <<SCRIPT || fail "the install on bookworm"
 $common
-dpkg -l | grep -q fairway && { echo "the image already has Fairway"; exit 1; }
+! dpkg-query -W 'fairway*' >/dev/null 2>&1 || { echo "the image already has Fairway"; exit 1; }
 echo "--- the README's install lines"
 bash -euo pipefail -c "\$README_CONTROLLER"
 dpkg -l fairway fairway-slurmctld | tail -2
@@ -103,7 +122,8 @@ slurmd
 wait_for slurmctld 60 scontrol ping
 wait_for "node1 idle" 60 bash -c 'sinfo -h -n node1 -o %t | grep -qx idle'
 scontrol show config | grep -E '^(PriorityType|JobSubmitPlugins) '
-scontrol show config | grep -q 'PriorityType *= priority/fairway'
+scontrol show config >/tmp/config  # a file: grep -q would cut a pipe short (pipefail)
+grep -q 'PriorityType *= priority/fairway' /tmp/config
 id=\$(sbatch --parsable -o /tmp/job.out --wrap 'echo ran on \$(hostname)')
 wait_for "job \$id" 60 bash -c "scontrol show job \$id | grep -q 'JobState=COMPLETED'"
 grep -q 'ran on node1' /tmp/job.out
@@ -112,13 +132,13 @@ echo "job \$id completed under priority/fairway: \$(cat /tmp/job.out)"
 fairway check-config >/dev/null
 SCRIPT
 
-step "trixie (Slurm 24.11) under the 22.05 packages: refused by apt, caught by check-config"
+step "trixie (Slurm $full) under the 22.05 packages: refused by apt, caught by check-config; then upgraded"
 in_container fairway/slurm:trixie <<SCRIPT || fail "the mismatch on trixie"
 $common
 slurmctld -V
 echo "--- apt must refuse packages built for another Slurm release"
 if out=\$(bash -c "\$README_CONTROLLER" 2>&1); then echo "\$out"; echo "apt installed them"; exit 1; fi
-echo "\$out" | grep -E 'Depends: slurmctld|unmet' | head -3
+grep -E 'Depends: slurmctld|unmet' <<<"\$out" | head -3 || true
 echo "--- forced in (a hand copy, or dpkg --force-depends)"
 dpkg -i --force-depends target/debian/fairway-slurmctld_*.deb target/debian/fairway_*.deb >/dev/null 2>&1
 slurm_conf
@@ -127,12 +147,28 @@ out=\$(fairway check-config 2>&1); rc=\$?
 set -e
 echo "\$out"
 [ \$rc = 1 ] || { echo "check-config exited \$rc, not 1"; exit 1; }
-echo "\$out" | grep -q 'is built for Slurm 22.05' || { echo "no version finding"; exit 1; }
-echo "\$out" | grep -q 'Slurm 24.11' || { echo "the installed version is not named"; exit 1; }
+grep -q 'is built for Slurm 22.05' <<<"\$out" || { echo "no version finding"; exit 1; }
+grep -q 'Slurm 24.11' <<<"\$out" || { echo "the installed version is not named"; exit 1; }
 echo "--- and slurmctld indeed refuses it"
 start_munge
 if timeout 60 slurmctld -D -i >/tmp/ctld.out 2>&1; then echo "slurmctld ran with a 22.05 plugin"; exit 1; fi
 grep -E 'Incompatible|cannot create priority' /tmp/ctld.out /var/log/slurm/slurmctld.log | head -3
 grep -q 'Incompatible Slurm plugin' /tmp/ctld.out /var/log/slurm/slurmctld.log
+echo "--- the upgrade procedure: Fairway for $full (apt -f: the forced 22.05 package left dpkg broken), PluginDir moved to its release"
+apt-get install -y -f ./target/debian/slurm-$full/fairway-slurmctld_*.deb >/tmp/apt.out 2>&1 || { cat /tmp/apt.out; exit 1; }
+dpkg -l fairway-slurmctld | tail -1
+test ! -e /usr/lib/fairway/slurm-22.05.8/priority_fairway.so
+sed -i "s#/usr/lib/fairway/slurm-22.05.8#/usr/lib/fairway/slurm-$full#" /etc/slurm/slurm.conf
+fairway check-config
+slurmctld
+slurmd
+wait_for slurmctld 60 scontrol ping
+wait_for "node1 idle" 60 bash -c 'sinfo -h -n node1 -o %t | grep -qx idle'
+scontrol show config >/tmp/config  # a file: grep -q would cut a pipe short (pipefail)
+grep -q 'PriorityType *= priority/fairway' /tmp/config
+id=\$(sbatch --parsable -o /tmp/job.out --wrap 'echo ran on \$(hostname)')
+wait_for "job \$id" 60 bash -c "scontrol show job \$id | grep -q 'JobState=COMPLETED'"
+grep -q 'ran on node1' /tmp/job.out
+echo "job \$id completed under priority/fairway on Slurm $full"
 SCRIPT
 step "PASS in $((SECONDS - start)) s"

@@ -12,9 +12,8 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::Command;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 
 /// `fairway ckpt-done`'s arguments.
 #[derive(clap::Args)]
@@ -44,21 +43,8 @@ impl Slurm {
     }
 
     /// Runs `program args…`; its stdout, or an error with its exit status and stderr.
-    fn run(&self, program: &PathBuf, args: &[&str]) -> anyhow::Result<String> {
-        let shown = format!("{} {}", program.display(), args.join(" "));
-        let out = Command::new(program).args(args).output().with_context(|| {
-            format!("cannot run `{shown}` (is Slurm's client installed and on PATH? FAIRWAY_SCONTROL/FAIRWAY_SCANCEL override)")
-        })?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let why = stderr.trim();
-            bail!(
-                "`{shown}` failed ({}){}",
-                out.status,
-                if why.is_empty() { String::new() } else { format!(": {why}") }
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    fn run(&self, program: &std::path::Path, args: &[&str]) -> anyhow::Result<String> {
+        crate::slurm_cmd::run(program, args)
     }
 }
 

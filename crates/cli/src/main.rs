@@ -9,6 +9,7 @@
 //!   writes its gres.conf lines.
 //! - `fairway ckpt-done`, run inside a job chosen for preemption once its checkpoint is
 //!   saved, requeues the job at once (`scontrol requeue`).
+//! - `fairway explain JOBID` says why a job waits and what its priority is made of.
 //! - `fairway generate` writes its man pages and shell completions.
 //! - `fairway sim` replays a trace or a synthetic workload on a simulated GPU cluster under
 //!   FIFO, multifactor, Fairway and an oracle SJF, and compares them (`fairway-sim`).
@@ -20,9 +21,11 @@ use clap::{Parser, Subcommand};
 
 mod check_config;
 mod ckpt;
+mod explain;
 mod generate;
 mod predict;
 mod sim;
+mod slurm_cmd;
 mod topo;
 
 /// Fairway: fair, GPU-aware scheduling for Slurm.
@@ -45,6 +48,9 @@ enum Command {
     /// the Fairway plugins slurm.conf names will load in the Slurm installed here
     /// (exit 1 on errors).
     CheckConfig(check_config::CheckConfigArgs),
+    /// Why a job waits: Slurm's reason in plain words with what to do, its priority factor
+    /// by factor (as sprio), its place in the queue, its fair share and starvation bound.
+    Explain(explain::ExplainArgs),
     /// Train or evaluate the run-time predictor on a job trace.
     #[command(subcommand)]
     Predict(predict::PredictCommand),
@@ -90,6 +96,7 @@ impl std::fmt::Display for Invalid {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::CheckConfig(a) => check_config::check_config(a),
+        Command::Explain(a) => explain::explain(a),
         Command::Predict(c) => predict::predict(c),
         Command::Trace(c) => predict::trace(c),
         Command::Topo(a) => topo::topo(a),

@@ -28,6 +28,7 @@
 
 pub mod check;
 pub mod config;
+pub mod explain;
 pub mod fairshare;
 pub mod hostlist;
 pub mod multifactor;

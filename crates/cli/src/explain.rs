@@ -1,0 +1,108 @@
+//! `fairway explain JOBID`: why a job waits, what its priority is made of, where it
+//! stands in the queue and in fair share. Runs scontrol, sprio, squeue and sshare as the
+//! calling user (so it shows no more than they would) and lets
+//! `fairway_core::explain` decide what to say.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::Args;
+use fairway_core::config::{self, Config};
+use fairway_core::explain::{self, Explanation, Starvation};
+
+use crate::slurm_cmd;
+
+#[derive(Args)]
+pub struct ExplainArgs {
+    /// The job.
+    job: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// slurm.conf beside which fairway.toml is read (for max_wait) [default: $SLURM_CONF
+    /// or /etc/slurm/slurm.conf].
+    #[arg(long, env = "SLURM_CONF", default_value = "/etc/slurm/slurm.conf")]
+    slurm_conf: PathBuf,
+}
+
+fn slurm(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    slurm_cmd::run(Path::new(program), args)
+}
+
+pub fn explain(a: ExplainArgs) -> anyhow::Result<()> {
+    let id = a.job.as_str();
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(crate::Usage(format!("`{id}` is not a job id (digits)")).into());
+    }
+    let show = slurm("scontrol", &["show", "job", "-o", id])?;
+    let job = explain::parse_scontrol_job(show.lines().next().unwrap_or(""));
+    let get = |k: &str| job.get(k).cloned().unwrap_or_default();
+    if get("JobId") != id {
+        anyhow::bail!("job {id}: scontrol shows no such job (it may have ended and been purged)");
+    }
+    let state = get("JobState");
+    let pending = state == "PENDING";
+    let user = get("UserId").split('(').next().unwrap_or_default().to_string();
+    let account = get("Account");
+    let partitions: Vec<String> = get("Partition").split(',').map(str::to_string).collect();
+
+    // Slurm's own factor breakdown (sprio answers for pending jobs only).
+    let priority = if pending {
+        explain::parse_sprio(&slurm("sprio", &["-h", "-j", id, "-o", explain::SPRIO_FORMAT]).unwrap_or_default(), id)
+    } else {
+        Vec::new()
+    };
+    let mut queue = Vec::new();
+    if pending {
+        for p in &partitions {
+            let q = slurm("squeue", &["-h", "-t", "PD", "-p", p, "-o", "%i|%Q|%D|%b"]).unwrap_or_default();
+            queue.extend(explain::queue_position(&q, id, p));
+        }
+    }
+    let expected_start = slurm("squeue", &["-h", "-j", id, "--start", "-o", "%S"])
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty() && s != "N/A");
+    let fair_share =
+        slurm("sshare", &["-h", "-P", "-u", &user, "-A", &account, "-o", "User,RawShares,NormUsage,FairShare"])
+            .ok()
+            .and_then(|t| {
+                t.lines().find_map(|l| {
+                    let f: Vec<&str> = l.split('|').collect();
+                    (f.len() == 4 && f[0].trim() == user).then(|| (f[1].into(), f[2].into(), f[3].into()))
+                })
+            });
+    let starvation = if pending { starvation(&a.slurm_conf, &get("AccrueTime")) } else { None };
+    let e = Explanation {
+        job: id.to_string(),
+        user,
+        account,
+        qos: get("QOS"),
+        state,
+        blocker: pending.then(|| explain::blocker(&job)),
+        priority,
+        queue,
+        expected_start,
+        fair_share,
+        starvation,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&e).context("cannot write JSON")?);
+    } else {
+        print!("{}", e.render());
+    }
+    Ok(())
+}
+
+/// The starvation bound from fairway.toml, and how long the job has been eligible
+/// (its AccrueTime, as Fairway counts it). None without a bound, or when fairway.toml
+/// cannot be read (it is SlurmUser's; a user may not see it).
+fn starvation(slurm_conf: &Path, accrue_time: &str) -> Option<Starvation> {
+    let cfg = Config::load(&config::path_beside(slurm_conf)).ok().flatten()?;
+    let max_wait = cfg.priority.max_wait?.0;
+    // scontrol prints local time without a zone.
+    let dt: jiff::civil::DateTime = accrue_time.parse().ok()?;
+    let at = dt.to_zoned(jiff::tz::TimeZone::system()).ok()?.timestamp();
+    let waited = jiff::Timestamp::now().as_second().saturating_sub(at.as_second()).max(0) as u64;
+    Some(Starvation { max_wait, waited })
+}

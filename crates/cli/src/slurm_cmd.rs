@@ -1,0 +1,23 @@
+//! Running Slurm's client commands (scontrol, sprio, squeue, sshare) as the user who
+//! runs `fairway`: Slurm itself decides what they may see.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context as _};
+
+/// Runs `program args…`; its stdout, or an error with its exit status and stderr.
+pub fn run(program: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let shown = format!("{} {}", program.display(), args.join(" "));
+    let out = Command::new(program).args(args).output().with_context(|| {
+        format!(
+            "cannot run `{shown}` (is Slurm's client installed and on PATH? FAIRWAY_SCONTROL/FAIRWAY_SCANCEL override)"
+        )
+    })?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let why = stderr.trim();
+        bail!("`{shown}` failed ({}){}", out.status, if why.is_empty() { String::new() } else { format!(": {why}") });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -1,0 +1,385 @@
+//! `fairway explain`: why a job waits, in plain words, from what Slurm's own commands
+//! show about it (`scontrol show job`, `sprio`, `squeue`, `sshare`).
+//!
+//! Everything here is pure: the CLI runs the commands as the user who asks (so Slurm's
+//! `PrivateData` decides what they may see, as for squeue and sprio) and hands their
+//! output over; this module parses it and decides what to say.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::config::Seconds;
+
+/// `scontrol show job -o` as key → value (values may hold spaces, e.g. `Command=`). A
+/// token is a new key when it looks like one of Slurm's (`Capitalized=`); anything else
+/// continues the previous value. A value with a space and a `Capitalized=` word in it
+/// (a job comment can be anything) is cut there: explain reads no such field.
+pub fn parse_scontrol_job(line: &str) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut last: Option<String> = None;
+    for tok in line.split_whitespace() {
+        let key = tok.split_once('=').map(|(k, _)| k).filter(|k| {
+            k.starts_with(|c: char| c.is_ascii_uppercase())
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '/' || c == '_')
+        });
+        match key {
+            Some(k) => {
+                let v = &tok[k.len() + 1..];
+                out.insert(k.to_string(), v.to_string());
+                last = Some(k.to_string());
+            }
+            None => {
+                if let Some(v) = last.as_ref().and_then(|k| out.get_mut(k)) {
+                    v.push(' ');
+                    v.push_str(tok);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One sprio row: the job's priority in one partition, factor by factor, weighted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PriorityRow {
+    /// The partition (sprio shows a row per partition of a multi-partition job).
+    pub partition: String,
+    /// The priority.
+    pub priority: u64,
+    /// Weighted factors in sprio's order: AGE, ASSOC, FAIRSHARE, JOBSIZE, PARTITION, QOS,
+    /// SITE (Fairway's terms, under priority/fairway or site_factor/fairway).
+    pub factors: Vec<(String, f64)>,
+    /// NICE (subtracted).
+    pub nice: i64,
+    /// TRES factors as sprio prints them (`cpu=12,gres/gpu=400`), empty when none.
+    pub tres: String,
+}
+
+/// The sprio format `parse_sprio` reads.
+pub const SPRIO_FORMAT: &str = "%i|%r|%Y|%A|%B|%F|%J|%P|%Q|%S|%N|%T";
+
+const FACTOR_NAMES: [&str; 7] = ["age", "assoc", "fairshare", "jobsize", "partition", "qos", "site (Fairway)"];
+
+/// Rows of `sprio -h -o SPRIO_FORMAT` for job `job`.
+pub fn parse_sprio(text: &str, job: &str) -> Vec<PriorityRow> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('|').map(str::trim).collect();
+            if f.len() < 12 || f[0] != job {
+                return None;
+            }
+            let num = |s: &str| s.parse::<f64>().unwrap_or(0.0);
+            Some(PriorityRow {
+                partition: f[1].to_string(),
+                priority: f[2].parse().unwrap_or(0),
+                factors: FACTOR_NAMES.iter().zip(&f[3..10]).map(|(n, v)| (n.to_string(), num(v))).collect(),
+                nice: f[10].parse().unwrap_or(0),
+                tres: f[11].to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Where a pending job stands in one partition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueuePosition {
+    /// The partition.
+    pub partition: String,
+    /// 1 = next.
+    pub position: usize,
+    /// Pending jobs ahead of it (higher priority).
+    pub ahead: usize,
+    /// GPUs those jobs ask for, as far as squeue shows (`gres/gpu` per node × nodes).
+    pub gpus_ahead: u64,
+}
+
+/// The job's place among the pending jobs of `partition`, from `squeue -h -t PD -p P -o
+/// "%i|%Q|%D|%b"` (id, priority, nodes, GRES per node).
+pub fn queue_position(squeue: &str, job: &str, partition: &str) -> Option<QueuePosition> {
+    let rows: Vec<(String, u64, u64, u64)> = squeue
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('|').map(str::trim).collect();
+            let [id, prio, nodes, gres] = f.as_slice() else { return None };
+            Some((id.to_string(), prio.parse().ok()?, nodes.parse().unwrap_or(1), gpus_per_node(gres)))
+        })
+        .collect();
+    let mine = rows.iter().find(|r| r.0 == job)?.1;
+    let ahead: Vec<_> = rows.iter().filter(|r| r.0 != job && r.1 > mine).collect();
+    Some(QueuePosition {
+        partition: partition.to_string(),
+        position: ahead.len() + 1,
+        ahead: ahead.len(),
+        gpus_ahead: ahead.iter().map(|r| r.2 * r.3).sum(),
+    })
+}
+
+/// GPUs per node in a GRES string (`gpu:2`, `gres:gpu:h100:4`, `gres/gpu=8`, `N/A`).
+fn gpus_per_node(gres: &str) -> u64 {
+    gres.split(',')
+        .filter(|g| g.contains("gpu"))
+        .filter_map(|g| g.rsplit([':', '=']).next()?.split('(').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Why a job waits and what can be done, for one Slurm reason code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Blocker {
+    /// Slurm's reason code, as squeue prints it.
+    pub reason: String,
+    /// What it means for this job.
+    pub why: String,
+    /// What the user (or their admin) can do.
+    pub fix: String,
+}
+
+/// Turns Slurm's pending reason into plain words, with the job's own fields.
+pub fn blocker(job: &BTreeMap<String, String>) -> Blocker {
+    let get = |k: &str| job.get(k).map(String::as_str).unwrap_or("");
+    let reason = get("Reason").to_string();
+    let id = get("JobId");
+    let qos = get("QOS");
+    let account = get("Account");
+    let (why, fix) = match reason.as_str() {
+        "Priority" => (
+            "jobs of higher priority wait ahead of it for the same resources".to_string(),
+            "nothing is wrong: it starts when those have; the priority breakdown below shows what \
+             raises it (usage decays, age grows)"
+                .to_string(),
+        ),
+        "Resources" => (
+            "it is next in line, waiting for enough free nodes, GPUs or memory".to_string(),
+            format!("nothing is wrong; Slurm's expected start: {}", get("StartTime")),
+        ),
+        "None" | "" => {
+            ("the scheduler has not considered it yet".into(), "wait for the next scheduling pass (seconds)".into())
+        }
+        "Dependency" => (
+            format!("it waits for its dependency ({}) to be satisfied", get("Dependency")),
+            "it starts once those jobs reach the state the dependency names".into(),
+        ),
+        "DependencyNeverSatisfied" => (
+            format!("its dependency ({}) can no longer be satisfied (a job it needs failed)", get("Dependency")),
+            format!("it will never start as it is: `scancel {id}`, or `scontrol update JobId={id} Dependency=`"),
+        ),
+        "BeginTime" => (
+            format!("it was asked not to start before {}", get("EligibleTime")),
+            format!("`scontrol update JobId={id} StartTime=now` to start it sooner"),
+        ),
+        "JobHeldUser" => ("you (or the job's owner) held it".into(), format!("`scontrol release {id}`")),
+        "JobHeldAdmin" => ("an administrator held it".into(), "ask your Slurm administrators why".into()),
+        "PartitionTimeLimit" => (
+            format!("its time limit ({}) is above the partition's MaxTime", get("TimeLimit")),
+            format!(
+                "`scontrol update JobId={id} TimeLimit=...` within `scontrol show partition {}`'s MaxTime",
+                get("Partition")
+            ),
+        ),
+        "PartitionNodeLimit" => (
+            "it asks for more nodes than the partition allows a job".into(),
+            "ask for fewer nodes, or another partition (`sinfo -s`)".into(),
+        ),
+        "PartitionDown" | "PartitionInactive" => (
+            format!("partition {} is not accepting jobs to run", get("Partition")),
+            "it starts when the partition is up again; `sinfo -p` shows its state".into(),
+        ),
+        "Reservation" => (
+            format!("it waits for its reservation ({}) to start", get("Reservation")),
+            "`scontrol show reservation` shows when".into(),
+        ),
+        "BadConstraints" => (
+            "no node can ever satisfy what it asks for (GPU type or count, features, memory)".into(),
+            format!("compare `scontrol show job {id}` with `sinfo -o \"%N %G %f %m\"`, then `scancel` and resubmit"),
+        ),
+        "InvalidQOS" | "InvalidAccount" => (
+            format!("its QoS ({qos}) or account ({account}) is not valid for this user or partition"),
+            "`sacctmgr show assoc user=$USER format=Account,QOS` lists what you may use".into(),
+        ),
+        r if r.starts_with("ReqNodeNotAvail") => {
+            ("nodes it needs are down, drained or reserved".into(), "`sinfo -R` lists why nodes are unavailable".into())
+        }
+        r if r.starts_with("QOS") => (
+            format!("the QoS {qos} has reached a limit ({})", limit_words(&r[3..])),
+            format!(
+                "it starts when the QoS's running jobs free it; `sacctmgr show qos {qos} \
+                 format=Name,GrpTRES,MaxTRESPU,MaxJobsPU,MaxSubmitJobsPU` shows the limits"
+            ),
+        ),
+        r if r.starts_with("Assoc") => (
+            format!("account {account} (or its parents) has reached a limit ({})", limit_words(&r[5..])),
+            format!(
+                "it starts when the account's running jobs free it; `sacctmgr show assoc account={account} \
+                 format=Account,User,GrpTRES,MaxJobs,MaxTRES` shows the limits"
+            ),
+        ),
+        r => (format!("Slurm says `{r}`"), "see `man squeue`, JOB REASON CODES".into()),
+    };
+    Blocker { reason, why, fix }
+}
+
+/// `GrpCpuLimit` → `Grp Cpu Limit`: Slurm's limit names, spaced.
+fn limit_words(code: &str) -> String {
+    let mut out = String::new();
+    let mut prev_upper = true;
+    for c in code.chars() {
+        if c.is_ascii_uppercase() && !prev_upper {
+            out.push(' ');
+        }
+        prev_upper = c.is_ascii_uppercase();
+        out.push(c);
+    }
+    out
+}
+
+/// The starvation bound, as seen from one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Starvation {
+    /// `[priority] max_wait`, seconds.
+    pub max_wait: u64,
+    /// Seconds the job has been eligible (since its AccrueTime).
+    pub waited: u64,
+}
+
+/// Everything `fairway explain` says about one job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    /// Job id.
+    pub job: String,
+    /// Owner, account, QoS, state.
+    pub user: String,
+    /// Its account.
+    pub account: String,
+    /// Its QoS.
+    pub qos: String,
+    /// Slurm's state (PENDING, RUNNING, ...).
+    pub state: String,
+    /// Why it waits (pending jobs only).
+    pub blocker: Option<Blocker>,
+    /// Its priority per partition, factor by factor (from sprio).
+    pub priority: Vec<PriorityRow>,
+    /// Its place in each partition's queue.
+    pub queue: Vec<QueuePosition>,
+    /// Slurm's expected start (`squeue --start`), when it has one.
+    pub expected_start: Option<String>,
+    /// Fair share of the job's user in its account (sshare: RawShares, NormUsage,
+    /// FairShare), when sshare shows it.
+    pub fair_share: Option<(String, String, String)>,
+    /// Fairway's starvation bound, when one is configured.
+    pub starvation: Option<Starvation>,
+}
+
+impl Explanation {
+    /// The text `fairway explain` prints.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "job {}: {} (user {}, account {}, QoS {})",
+            self.job,
+            self.state.to_lowercase(),
+            self.user,
+            self.account,
+            self.qos
+        );
+        if let Some(b) = &self.blocker {
+            let _ = writeln!(o, "\nwaiting: {} [{}]\n  what to do: {}", b.why, b.reason, b.fix);
+        }
+        for row in &self.priority {
+            let _ = writeln!(o, "\npriority {} in partition {} =", row.priority, row.partition);
+            for (name, v) in &row.factors {
+                if *v != 0.0 {
+                    let _ = writeln!(o, "  {v:>12.0}  {name}");
+                }
+            }
+            if row.nice != 0 {
+                let _ = writeln!(o, "  {:>12}  nice", -row.nice);
+            }
+            if !row.tres.is_empty() {
+                let _ = writeln!(o, "  (TRES factors: {})", row.tres);
+            }
+        }
+        for q in &self.queue {
+            let _ = writeln!(
+                o,
+                "\nqueue {}: position {} ({} pending job(s) ahead, asking for {} GPU(s))",
+                q.partition, q.position, q.ahead, q.gpus_ahead
+            );
+        }
+        if let Some(s) = &self.expected_start {
+            let _ = writeln!(o, "Slurm's expected start: {s}");
+        }
+        if let Some((shares, usage, fs)) = &self.fair_share {
+            let _ = writeln!(
+                o,
+                "\nfair share of {} in {}: shares {shares}, normalized usage {usage}, fair-share factor {fs}",
+                self.user, self.account
+            );
+        }
+        if let Some(s) = &self.starvation {
+            let (waited, max) = (Seconds(s.waited), Seconds(s.max_wait));
+            let _ = match s.max_wait.checked_sub(s.waited).filter(|left| *left > 0) {
+                Some(left) => writeln!(
+                    o,
+                    "\nstarvation bound: eligible for {waited} of max_wait's {max} ({} to go)",
+                    Seconds(left)
+                ),
+                None => writeln!(
+                    o,
+                    "\nstarving: eligible for {waited}, past max_wait ({max}): the longest-starving job of \
+                     its partition goes first"
+                ),
+            };
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scontrol_fields_keep_values_with_spaces() {
+        let j = parse_scontrol_job(
+            "JobId=12 JobName=train UserId=fw_alice(2001) Reason=QOSGrpCpuLimit Dependency=(null) \
+             Comment=fairway: model=7b ckpt=5m Partition=gpu",
+        );
+        assert_eq!(j["JobId"], "12");
+        assert_eq!(j["Comment"], "fairway: model=7b ckpt=5m");
+        assert_eq!(j["Partition"], "gpu");
+    }
+
+    #[test]
+    fn sprio_rows_by_partition() {
+        let rows = parse_sprio("12|gpu|1500|10|0|1000|5|0|0|485|0|\n13|gpu|1|0|0|0|0|0|0|0|0|\n", "12");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].priority, 1500);
+        assert_eq!(rows[0].factors[2], ("fairshare".to_string(), 1000.0));
+        assert_eq!(rows[0].factors[6], ("site (Fairway)".to_string(), 485.0));
+    }
+
+    #[test]
+    fn queue_position_counts_jobs_and_gpus_ahead() {
+        let q = queue_position("10|900|2|gpu:4\n11|800|1|gres/gpu=2\n12|500|1|N/A\n13|100|1|gpu:h100:8\n", "12", "gpu")
+            .unwrap();
+        assert_eq!((q.position, q.ahead, q.gpus_ahead), (3, 2, 10));
+        assert_eq!(queue_position("", "12", "gpu"), None);
+    }
+
+    #[test]
+    fn reasons_in_plain_words_with_the_fix() {
+        let job = |reason: &str| {
+            parse_scontrol_job(&format!("JobId=7 Reason={reason} QOS=high Account=nlp Dependency=afterok:5"))
+        };
+        let b = blocker(&job("QOSGrpCpuLimit"));
+        assert!(b.why.contains("QoS high has reached a limit (Grp Cpu Limit)"), "{b:?}");
+        assert!(b.fix.contains("sacctmgr show qos high"), "{b:?}");
+        assert!(blocker(&job("AssocGrpGRES")).why.contains("account nlp"));
+        assert!(blocker(&job("Dependency")).why.contains("afterok:5"));
+        assert!(blocker(&job("JobHeldUser")).fix.contains("scontrol release 7"));
+        assert!(blocker(&job("BadConstraints")).why.contains("no node can ever"));
+        assert!(blocker(&job("SomethingNew")).why.contains("SomethingNew"));
+    }
+}
