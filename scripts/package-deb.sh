@@ -47,6 +47,9 @@ package() { # name target version depends description
     install -D -m 0644 LICENSE "$root/usr/share/doc/$name/copyright"
     local bins libdeps
     bins=$(find "$root" -type f \( -name '*.so' -o -path '*/bin/*' \))
+    # Debug info stays in the build tree (the release profile keeps it for backtraces);
+    # the symbol table stays in the package, so a panic's backtrace still names functions.
+    for b in $bins; do strip --strip-debug "$b"; done
     libdeps=$(shlibs $(for b in $bins; do realpath "$b"; done))
     mkdir -p "$root/DEBIAN"
     cat >"$root/DEBIAN/control" <<CONTROL
