@@ -34,6 +34,18 @@ step "README build lines: $build"
 bash -euo pipefail -c "$build" || fail "the README's build lines failed"
 ls target/debian/fairway-slurmctld_*.deb target/debian/fairway_*.deb >/dev/null || fail "no packages in target/debian"
 
+# Without packages: make install puts every file under DESTDIR, make uninstall takes
+# every one of them away again.
+stage=$(mktemp -d)
+make -s install DESTDIR="$stage" PREFIX=/usr >/dev/null
+installed=$(find "$stage" -type f | wc -l)
+test -x "$stage/usr/lib/fairway/slurm-$(make -s print-slurm-version)/priority_fairway.so" || fail "make install: no plugin"
+make -s uninstall DESTDIR="$stage" PREFIX=/usr
+left=$(find "$stage" -type f | sed "s#^$stage##")
+rm -rf "$stage"
+[ -z "$left" ] || fail "make uninstall left: $left"
+step "make install: $installed files; make uninstall: none left"
+
 for suite in bookworm trixie; do bash docker/build-image.sh $suite; done
 
 # Fairway's plugin packages for trixie's Slurm, from that release's headers.
