@@ -151,7 +151,12 @@ pub fn blocker(job: &BTreeMap<String, String>) -> Blocker {
         ),
         "Resources" => (
             "it is next in line, waiting for enough free nodes, GPUs or memory".to_string(),
-            format!("nothing is wrong; Slurm's expected start: {}", get("StartTime")),
+            match get("StartTime") {
+                "" | "Unknown" | "None" => "nothing is wrong; Slurm has not estimated its start yet (backfill does, \
+                                             each bf_interval)"
+                    .to_string(),
+                t => format!("nothing is wrong; Slurm's expected start: {t}"),
+            },
         ),
         "None" | "" => {
             ("the scheduler has not considered it yet".into(), "wait for the next scheduling pass (seconds)".into())
@@ -311,6 +316,7 @@ impl Explanation {
             let _ = writeln!(o, "Slurm's expected start: {s}");
         }
         if let Some((shares, usage, fs)) = &self.fair_share {
+            let usage = if usage.is_empty() { "0" } else { usage };
             let _ = writeln!(
                 o,
                 "\nfair share of {} in {}: shares {shares}, normalized usage {usage}, fair-share factor {fs}",
@@ -381,5 +387,6 @@ mod tests {
         assert!(blocker(&job("JobHeldUser")).fix.contains("scontrol release 7"));
         assert!(blocker(&job("BadConstraints")).why.contains("no node can ever"));
         assert!(blocker(&job("SomethingNew")).why.contains("SomethingNew"));
+        assert!(blocker(&job("Resources")).fix.contains("not estimated its start yet"));
     }
 }

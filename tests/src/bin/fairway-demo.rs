@@ -64,6 +64,21 @@ fn drain(c: &impl Slurm, limit: Duration) -> Result<()> {
 }
 
 /// The docker cluster: 2 DGX-H100-like nodes, 2 nodes of 4 x A100 in NVLink pairs.
+/// `fairway explain` of one pending job, as its owner would run it on the login node.
+/// The demo goes on if there is none (the queue may already have drained).
+fn explain_a_pending_job(c: &impl Slurm) {
+    let pending = c.cmd("squeue", &["-h", "-t", "PD", "-o", "%i %u"]).map(|o| o.stdout).unwrap_or_default();
+    // Not an array (`12_[0-5]`): one job, one explanation.
+    let Some((id, user)) = pending.lines().filter_map(|l| l.split_once(' ')).find(|(id, _)| !id.contains('_')) else {
+        return;
+    };
+    match c.run_as(user, "/usr/lib/fairway/bin/fairway", &["explain", id]) {
+        Ok(out) if out.ok() => println!("\n== fairway explain {id} (as {user}):\n{}", out.stdout.trim_end()),
+        Ok(out) => println!("\n== fairway explain {id}: {}", out.stderr.trim()),
+        Err(e) => println!("\n== fairway explain {id}: {e:#}"),
+    }
+}
+
 fn docker(version: &str) -> Result<()> {
     std::env::set_var("FAIRWAY_E2E", version);
     let c = DockerCluster::from_env()?;
@@ -186,6 +201,7 @@ fn docker(version: &str) -> Result<()> {
         }
     }
     show(&c, "priorities", "sprio", &["-l"])?;
+    explain_a_pending_job(&c);
     drain(&c, Duration::from_secs(240))?;
     // Usage reaches sshare at the next priority recalculation (PriorityCalcPeriod=1).
     c.wait_until("usage reaches sshare", || {
