@@ -48,6 +48,7 @@ step "make install: $installed files; make uninstall: none left"
 
 for suite in bookworm trixie; do bash docker/build-image.sh $suite; done
 
+host=$(make -s print-slurm-version) # the release `make deb` built for
 # Fairway's plugin packages for trixie's Slurm, from that release's headers.
 full=$(docker run --rm fairway/slurm:trixie cat /etc/slurm-version | sed 's/-.*//')
 inc=$PWD/.cache/slurm-headers/$full
@@ -112,10 +113,25 @@ wait_for() { # what seconds command...
     tail -40 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2 || true
     return 1
 }
+# Starts slurmctld and slurmd, checks priority/fairway is in force, runs a job to the end.
+run_a_job() {
+    slurmctld
+    slurmd
+    wait_for slurmctld 60 scontrol ping
+    wait_for "node1 idle" 60 bash -c 'sinfo -h -n node1 -o %t | grep -qx idle'
+    scontrol show config >/tmp/config # a file: grep -q would cut a pipe short (pipefail)
+    grep -E '^(PriorityType|JobSubmitPlugins) ' /tmp/config
+    grep -q 'PriorityType *= priority/fairway' /tmp/config
+    local id
+    id=$(sbatch --parsable -o /tmp/job.out --wrap 'echo ran on $(hostname)')
+    wait_for "job $id" 60 bash -c "scontrol show job $id | grep -q 'JobState=COMPLETED'"
+    grep -q 'ran on node1' /tmp/job.out
+    echo "job $id completed under priority/fairway on Slurm $(slurmctld -V | awk '{print $2}')"
+}
 COMMON
 )
 
-step "bookworm (Slurm 22.05): install, enable, run a job"
+step "bookworm (Slurm $host): install, enable, run a job"
 in_container fairway/slurm:bookworm <<SCRIPT || fail "the install on bookworm"
 $common
 ! dpkg-query -W 'fairway*' >/dev/null 2>&1 || { echo "the image already has Fairway"; exit 1; }
@@ -129,22 +145,12 @@ start_munge
 slurm_conf
 echo "--- fairway check-config, before the first start"
 fairway check-config
-slurmctld
-slurmd
-wait_for slurmctld 60 scontrol ping
-wait_for "node1 idle" 60 bash -c 'sinfo -h -n node1 -o %t | grep -qx idle'
-scontrol show config | grep -E '^(PriorityType|JobSubmitPlugins) '
-scontrol show config >/tmp/config  # a file: grep -q would cut a pipe short (pipefail)
-grep -q 'PriorityType *= priority/fairway' /tmp/config
-id=\$(sbatch --parsable -o /tmp/job.out --wrap 'echo ran on \$(hostname)')
-wait_for "job \$id" 60 bash -c "scontrol show job \$id | grep -q 'JobState=COMPLETED'"
-grep -q 'ran on node1' /tmp/job.out
-echo "job \$id completed under priority/fairway: \$(cat /tmp/job.out)"
+run_a_job
 # A running slurmctld: plugins and daemon agree, so check-config is still clean.
 fairway check-config >/dev/null
 SCRIPT
 
-step "trixie (Slurm $full) under the 22.05 packages: refused by apt, caught by check-config; then upgraded"
+step "trixie (Slurm $full) under the $host packages: refused by apt, caught by check-config; then upgraded"
 in_container fairway/slurm:trixie <<SCRIPT || fail "the mismatch on trixie"
 $common
 slurmctld -V
@@ -159,28 +165,19 @@ out=\$(fairway check-config 2>&1); rc=\$?
 set -e
 echo "\$out"
 [ \$rc = 1 ] || { echo "check-config exited \$rc, not 1"; exit 1; }
-grep -q 'is built for Slurm 22.05' <<<"\$out" || { echo "no version finding"; exit 1; }
+grep -q 'is built for Slurm $host' <<<"\$out" || { echo "no version finding"; exit 1; }
 grep -q 'Slurm 24.11' <<<"\$out" || { echo "the installed version is not named"; exit 1; }
 echo "--- and slurmctld indeed refuses it"
 start_munge
-if timeout 60 slurmctld -D -i >/tmp/ctld.out 2>&1; then echo "slurmctld ran with a 22.05 plugin"; exit 1; fi
+if timeout 60 slurmctld -D -i >/tmp/ctld.out 2>&1; then echo "slurmctld ran with a $host plugin"; exit 1; fi
 grep -E 'Incompatible|cannot create priority' /tmp/ctld.out /var/log/slurm/slurmctld.log | head -3
 grep -q 'Incompatible Slurm plugin' /tmp/ctld.out /var/log/slurm/slurmctld.log
-echo "--- the upgrade procedure: Fairway for $full (apt -f: the forced 22.05 package left dpkg broken), PluginDir moved to its release"
+echo "--- the upgrade procedure: Fairway for $full (apt -f: the forced $host package left dpkg broken), PluginDir moved to its release"
 apt-get install -y -f ./target/debian/slurm-$full/fairway-slurmctld_*.deb >/tmp/apt.out 2>&1 || { cat /tmp/apt.out; exit 1; }
 dpkg -l fairway-slurmctld | tail -1
-test ! -e /usr/lib/fairway/slurm-22.05.8/priority_fairway.so
-sed -i "s#/usr/lib/fairway/slurm-22.05.8#/usr/lib/fairway/slurm-$full#" /etc/slurm/slurm.conf
+test ! -e /usr/lib/fairway/slurm-$host/priority_fairway.so
+sed -i "s#/usr/lib/fairway/slurm-$host#/usr/lib/fairway/slurm-$full#" /etc/slurm/slurm.conf
 fairway check-config
-slurmctld
-slurmd
-wait_for slurmctld 60 scontrol ping
-wait_for "node1 idle" 60 bash -c 'sinfo -h -n node1 -o %t | grep -qx idle'
-scontrol show config >/tmp/config  # a file: grep -q would cut a pipe short (pipefail)
-grep -q 'PriorityType *= priority/fairway' /tmp/config
-id=\$(sbatch --parsable -o /tmp/job.out --wrap 'echo ran on \$(hostname)')
-wait_for "job \$id" 60 bash -c "scontrol show job \$id | grep -q 'JobState=COMPLETED'"
-grep -q 'ran on node1' /tmp/job.out
-echo "job \$id completed under priority/fairway on Slurm $full"
+run_a_job
 SCRIPT
 step "PASS in $((SECONDS - start)) s"

@@ -7,7 +7,6 @@
 //! plugin cannot be dlopen'd outside slurmctld), and prints a summary an admin can read.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -61,11 +60,12 @@ pub fn check_config(a: CheckConfigArgs) -> anyhow::Result<()> {
     // Everything else is measured against slurm.conf: without it nothing can be vouched for.
     let text = fairway_core::slurm_conf::read(&a.slurm_conf)
         .with_context(|| format!("cannot read {} (set --slurm-conf or SLURM_CONF)", a.slurm_conf.display()))?;
-    for f in check::check(&config, &check::SlurmPriority::parse(&text)) {
+    let slurm = check::SlurmPriority::parse(&text);
+    for f in check::check(&config, &slurm) {
         findings.push((a.slurm_conf.clone(), f));
     }
     let gres_conf = std::fs::read_to_string(a.slurm_conf.with_file_name("gres.conf")).ok();
-    for f in check_plugin_versions(&text, gres_conf.as_deref()) {
+    for f in check_plugin_versions(&slurm, gres_conf.as_deref()) {
         findings.push((a.slurm_conf.clone(), f));
     }
     for (file, f) in &findings {
@@ -141,8 +141,8 @@ fn default_plugin_dir() -> PathBuf {
 
 /// Each Fairway plugin slurm.conf (and gres.conf) names, against the version of the
 /// daemon installed here that will load it.
-fn check_plugin_versions(slurm_conf: &str, gres_conf: Option<&str>) -> Vec<Finding> {
-    let mut wanted = SlurmPlugins::parse(slurm_conf, &default_plugin_dir());
+fn check_plugin_versions(slurm: &check::SlurmPriority, gres_conf: Option<&str>) -> Vec<Finding> {
+    let mut wanted = SlurmPlugins::from_conf(slurm, &default_plugin_dir());
     if let Some(g) = gres_conf {
         wanted.add_gres_conf(g);
     }
@@ -169,8 +169,7 @@ fn check_plugin_versions(slurm_conf: &str, gres_conf: Option<&str>) -> Vec<Findi
 
 /// The version a daemon installed here prints with `-V` (`slurm 22.05.8`).
 fn daemon_version(d: Daemon) -> Option<SlurmVersion> {
-    let out = Command::new(d.to_string()).arg("-V").output().ok()?;
-    SlurmVersion::parse(&String::from_utf8_lossy(&out.stdout))
+    SlurmVersion::parse(&crate::slurm_cmd::run(Path::new(&d.to_string()), &["-V"]).ok()?)
 }
 
 /// A plugin's `plugin_version`: the `u32` its dynamic symbol points at.

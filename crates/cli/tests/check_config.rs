@@ -108,10 +108,15 @@ fn a_plugin_of_another_slurm_release_is_caught_before_the_restart() {
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();
     let src = dir.path().join("p.c");
+    // The plugin is built for 22.05.8: its plugin_version encoded as Slurm encodes it.
+    let built = fairway_core::check::plugins::SlurmVersion::parse("22.05.8").unwrap();
     std::fs::write(
         &src,
-        "const char plugin_name[] = \"x\"; const char plugin_type[] = \"priority/fairway\";\n\
-         const unsigned int plugin_version = 0x160508; /* 22.05.8 */\n",
+        format!(
+            "const char plugin_name[] = \"x\"; const char plugin_type[] = \"priority/fairway\";\n\
+             const unsigned int plugin_version = {:#x};\n",
+            built.0
+        ),
     )
     .unwrap();
     let cc = Command::new("cc")

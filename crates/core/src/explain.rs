@@ -252,7 +252,7 @@ pub struct Starvation {
 pub struct Explanation {
     /// Job id.
     pub job: String,
-    /// Owner, account, QoS, state.
+    /// Its owner.
     pub user: String,
     /// Its account.
     pub account: String,

@@ -12,6 +12,14 @@ use std::path::{Path, PathBuf};
 /// How deep includes may nest before the file is taken to include itself.
 const MAX_DEPTH: usize = 16;
 
+/// Every `Key=Value` of slurm.conf-style text, in order (`#` comments dropped; keys as
+/// written, so compare them case-insensitively as Slurm does).
+pub fn settings(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    text.lines()
+        .flat_map(|line| line.split('#').next().unwrap_or("").split_whitespace())
+        .filter_map(|pair| pair.split_once('='))
+}
+
 /// The text of `path` with every `Include` expanded in place.
 pub fn read(path: &Path) -> io::Result<String> {
     let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -38,12 +46,8 @@ fn expand(path: &Path, dir: &Path, cluster: &mut Option<String>, depth: usize, o
             expand(&target, dir, cluster, depth + 1, out)?;
             continue;
         }
-        for pair in body.split_whitespace() {
-            if let Some((k, v)) = pair.split_once('=') {
-                if k.eq_ignore_ascii_case("clustername") {
-                    *cluster = Some(v.to_ascii_lowercase());
-                }
-            }
+        if let Some((_, v)) = settings(body).filter(|(k, _)| k.eq_ignore_ascii_case("clustername")).last() {
+            *cluster = Some(v.to_ascii_lowercase());
         }
         out.push_str(line);
         out.push('\n');

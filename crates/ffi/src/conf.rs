@@ -161,8 +161,9 @@ pub fn slurm_priority() -> fairway_core::check::SlurmPriority {
             .filter(|p| !p.is_empty())
             .map(str::to_string)
             .collect(),
-        // Partitions are checked by `fairway check-config`, which reads slurm.conf itself.
-        partitions: Vec::new(),
+        // Partitions and plugin files are checked by `fairway check-config`, which reads
+        // slurm.conf itself (a plugin that did not load never runs this).
+        ..Default::default()
     }
 }
 

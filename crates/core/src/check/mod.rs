@@ -29,6 +29,10 @@ pub struct SlurmPriority {
     pub job_submit_plugins: Vec<String>,
     /// Names of the partitions (empty when not known).
     pub partitions: Vec<String>,
+    /// `PreemptType`.
+    pub preempt_type: String,
+    /// `PluginDir`, when set.
+    pub plugin_dir: Option<String>,
 }
 
 impl SlurmPriority {
@@ -41,28 +45,25 @@ impl SlurmPriority {
             site_factor_plugin: "site_factor/none".into(),
             accounting_storage_type: "accounting_storage/none".into(),
             calc_period: 300,
+            preempt_type: "preempt/none".into(),
             ..Self::default()
         };
-        for line in text.lines() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            for pair in line.split_whitespace() {
-                let Some((k, v)) = pair.split_once('=') else { continue };
-                match k.to_ascii_lowercase().as_str() {
-                    "prioritytype" => s.priority_type = v.into(),
-                    "prioritysitefactorplugin" => s.site_factor_plugin = v.into(),
-                    "accountingstoragetype" => s.accounting_storage_type = v.into(),
-                    "priorityweightage" => s.weight_age = v.parse().unwrap_or(0),
-                    "priorityweightfairshare" => s.weight_fairshare = v.parse().unwrap_or(0),
-                    "jobsubmitplugins" => {
-                        s.job_submit_plugins = v.split(',').map(str::trim).map(str::to_string).collect()
-                    }
-                    "partitionname" if !v.eq_ignore_ascii_case("default") => s.partitions.push(v.into()),
-                    "prioritycalcperiod" => {
-                        // minutes, or Slurm time syntax
-                        s.calc_period = crate::time::parse_duration(v).unwrap_or(300);
-                    }
-                    _ => {}
+        for (k, v) in crate::slurm_conf::settings(text) {
+            match k.to_ascii_lowercase().as_str() {
+                "prioritytype" => s.priority_type = v.into(),
+                "prioritysitefactorplugin" => s.site_factor_plugin = v.into(),
+                "accountingstoragetype" => s.accounting_storage_type = v.into(),
+                "priorityweightage" => s.weight_age = v.parse().unwrap_or(0),
+                "priorityweightfairshare" => s.weight_fairshare = v.parse().unwrap_or(0),
+                "jobsubmitplugins" => s.job_submit_plugins = v.split(',').map(str::trim).map(str::to_string).collect(),
+                "partitionname" if !v.eq_ignore_ascii_case("default") => s.partitions.push(v.into()),
+                "prioritycalcperiod" => {
+                    // minutes, or Slurm time syntax
+                    s.calc_period = crate::time::parse_duration(v).unwrap_or(300);
                 }
+                "preempttype" => s.preempt_type = v.into(),
+                "plugindir" => s.plugin_dir = Some(v.into()),
+                _ => {}
             }
         }
         s

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{Finding, Severity};
+use super::{Finding, Severity, SlurmPriority};
 
 /// A Slurm release as `SLURM_VERSION_NUMBER` encodes it: `0xMMmmuu` (22.05.8 = 0x160508).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,41 +73,36 @@ pub struct SlurmPlugins {
 }
 
 impl SlurmPlugins {
-    /// Reads `PluginDir` and the plugin types from `slurm.conf` text (`default_plugin_dir`
-    /// when it sets none: the daemons' compiled-in directory).
-    pub fn parse(text: &str, default_plugin_dir: &Path) -> Self {
-        let mut plugin_dir = None;
+    /// The Fairway plugins `slurm` names, and where Slurm looks for them
+    /// (`default_plugin_dir` when slurm.conf sets no PluginDir: the daemons' compiled-in one).
+    pub fn from_conf(slurm: &SlurmPriority, default_plugin_dir: &Path) -> Self {
+        let plugin_dir = match &slurm.plugin_dir {
+            Some(dirs) => dirs.split(':').map(PathBuf::from).collect(),
+            None => vec![default_plugin_dir.to_path_buf()],
+        };
         let mut wanted = Vec::new();
-        for line in text.lines() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            for pair in line.split_whitespace() {
-                let Some((k, v)) = pair.split_once('=') else { continue };
-                let mut want = |file: &'static str| {
-                    wanted.push(WantedPlugin { setting: format!("{k}={v}"), file, daemon: Daemon::Slurmctld })
-                };
-                match k.to_ascii_lowercase().as_str() {
-                    "plugindir" => plugin_dir = Some(v.split(':').map(PathBuf::from).collect()),
-                    "prioritytype" if v == "priority/fairway" => want("priority_fairway.so"),
-                    "prioritysitefactorplugin" if v == "site_factor/fairway" => want("site_factor_fairway.so"),
-                    "preempttype" if v == "preempt/fairway" => want("preempt_fairway.so"),
-                    "jobsubmitplugins"
-                        if v.split(',').any(|p| matches!(p.trim(), "fairway" | "job_submit/fairway")) =>
-                    {
-                        want("job_submit_fairway.so")
-                    }
-                    _ => {}
-                }
-            }
+        let mut want = |key: &str, value: &str, file: &'static str| {
+            wanted.push(WantedPlugin { setting: format!("{key}={value}"), file, daemon: Daemon::Slurmctld })
+        };
+        if slurm.priority_type == "priority/fairway" {
+            want("PriorityType", &slurm.priority_type, "priority_fairway.so");
         }
-        Self { plugin_dir: plugin_dir.unwrap_or_else(|| vec![default_plugin_dir.to_path_buf()]), wanted }
+        if slurm.job_submit_plugins.iter().any(|p| matches!(p.as_str(), "fairway" | "job_submit/fairway")) {
+            want("JobSubmitPlugins", &slurm.job_submit_plugins.join(","), "job_submit_fairway.so");
+        }
+        if slurm.site_factor_plugin == "site_factor/fairway" {
+            want("PrioritySiteFactorPlugin", &slurm.site_factor_plugin, "site_factor_fairway.so");
+        }
+        if slurm.preempt_type == "preempt/fairway" {
+            want("PreemptType", &slurm.preempt_type, "preempt_fairway.so");
+        }
+        Self { plugin_dir, wanted }
     }
 
     /// Adds slurmd's gpu plugin when `gres.conf` text asks for `AutoDetect=nvml`
     /// (Debian's Slurm ships no gpu/nvml; Fairway's is the one that loads).
     pub fn add_gres_conf(&mut self, text: &str) {
-        let autodetect = text.lines().map(|l| l.split('#').next().unwrap_or("")).find_map(|l| {
-            l.split_whitespace().find_map(|p| p.split_once('=').filter(|(k, _)| k.eq_ignore_ascii_case("autodetect")))
-        });
+        let autodetect = crate::slurm_conf::settings(text).find(|(k, _)| k.eq_ignore_ascii_case("autodetect"));
         if let Some((k, v)) = autodetect.filter(|(_, v)| v.eq_ignore_ascii_case("nvml")) {
             let setting = format!("gres.conf {k}={v}");
             self.wanted.push(WantedPlugin { setting, file: "gpu_nvml.so", daemon: Daemon::Slurmd });
@@ -186,6 +181,10 @@ pub fn check_plugin(wanted: &WantedPlugin, found: &[FoundPlugin], daemon: Option
 mod tests {
     use super::*;
 
+    fn plugins(conf: &str) -> SlurmPlugins {
+        SlurmPlugins::from_conf(&SlurmPriority::parse(conf), Path::new("/default"))
+    }
+
     fn v(s: &str) -> SlurmVersion {
         SlurmVersion::parse(s).unwrap()
     }
@@ -205,12 +204,12 @@ mod tests {
         let conf = "PluginDir=/usr/lib/fairway/slurm-22.05.8:/usr/lib/x86_64-linux-gnu/slurm-wlm\n\
                     PriorityType=priority/fairway # comment\n\
                     JobSubmitPlugins=lua,fairway\nPreemptType=preempt/qos\n";
-        let p = SlurmPlugins::parse(conf, Path::new("/default"));
+        let p = plugins(conf);
         assert_eq!(p.plugin_dir.len(), 2);
         let files: Vec<_> = p.wanted.iter().map(|w| w.file).collect();
         assert_eq!(files, ["priority_fairway.so", "job_submit_fairway.so"]);
         assert_eq!(p.wanted[0].setting, "PriorityType=priority/fairway");
-        let mut none = SlurmPlugins::parse("PriorityType=priority/multifactor\n", Path::new("/default"));
+        let mut none = plugins("PriorityType=priority/multifactor\n");
         none.add_gres_conf("AutoDetect=off\nName=gpu File=/dev/nvidia0\n");
         assert_eq!(none.plugin_dir, [PathBuf::from("/default")]);
         assert!(none.wanted.is_empty());
@@ -220,7 +219,7 @@ mod tests {
 
     #[test]
     fn a_plugin_of_another_micro_release_is_an_error_before_the_restart() {
-        let wanted = SlurmPlugins::parse("PriorityType=priority/fairway", Path::new("/d")).wanted.remove(0);
+        let wanted = plugins("PriorityType=priority/fairway").wanted.remove(0);
         let found = |ver: &str| FoundPlugin { path: "/d/priority_fairway.so".into(), version: Ok(v(ver)) };
         assert!(check_plugin(&wanted, &[found("22.05.8")], Some(v("22.05.8"))).is_empty());
         let f = check_plugin(&wanted, &[found("22.05.8")], Some(v("22.05.9")));
