@@ -111,10 +111,10 @@ test-unit: setup
 test-cli-standalone: setup
 	bash scripts/cli-without-slurm.sh
 
-## test-slurm: tests on a real Slurm started by the harness (serial: one cluster at a time)
+## test-slurm: tests on a real Slurm started by the harness, a cluster per test, two at a time
 test-slurm: plugins
 	$(CARGO) build -p fairway-cli  # tests run `fairway explain` as a user
-	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/test $(CARGO) test -p fairway-tests -- --test-threads=1
+	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/test CARGO=$(CARGO) bash scripts/test-slurm.sh
 
 ## test-e2e: the end-to-end suite on a docker cluster of each Slurm version, one at a time
 E2E_VERSIONS ?= 22.05 24.11 26.05

@@ -608,6 +608,13 @@ fn mariadb_template() -> Result<PathBuf> {
     if base.join("mysql").is_dir() {
         return Ok(base);
     }
+    // One maker at a time across processes (make test-slurm runs two suites at once):
+    // two mariadb-install-db side by side collide on their temporary tables in /tmp.
+    let lock = fs::File::create(std::env::temp_dir().join("fairway-mariadb-template.lock"))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)?;
+    if base.join("mysql").is_dir() {
+        return Ok(base); // made by the process that held the lock
+    }
     let tmp = std::env::temp_dir().join(format!("fairway-mariadb-template.{}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp)?;

@@ -46,10 +46,20 @@ impl From<Output> for CmdOutput {
 /// A loopback TCP port nothing listens on right now, and never handed out before by this
 /// process: the kernel may give a just-released port to the next bind, so two daemons of
 /// one cluster (or of two clusters started side by side) could otherwise get the same one
-/// before either listens.
+/// before either listens. With `FAIRWAY_TEST_PORT_BASE` set (scripts/test-slurm.sh gives
+/// each of its lanes its own), ports come from the 4,000 above it, so suites running at
+/// once in two processes never pick the same one.
 pub fn free_port() -> u16 {
     static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let base = std::env::var("FAIRWAY_TEST_PORT_BASE").ok().and_then(|b| b.parse::<u16>().ok());
+    if let Some(base) = base {
+        let free = (base..base.saturating_add(4000))
+            .find(|p| !given.contains(p) && TcpListener::bind(("127.0.0.1", *p)).is_ok())
+            .expect("no free port in FAIRWAY_TEST_PORT_BASE's range");
+        given.insert(free);
+        return free;
+    }
     loop {
         let port =
             TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("no free port");
