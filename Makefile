@@ -73,6 +73,7 @@ install-cli: cli-release
 	$(TARGET)/release/fairway generate completion fish >$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fairway.fish
 	for f in fairway.toml fairway.gpu-cluster.toml slurm.conf.fairway; do install -D -m 0644 config/$$f $(DESTDIR)$(PREFIX)/share/doc/fairway/examples/$$f; done
 	for f in config/topology/*.toml; do install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/doc/fairway/examples/topology/$$(basename $$f); done
+	for f in config/monitoring/*; do install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/doc/fairway/examples/monitoring/$$(basename $$f); done
 	for f in README.md SECURITY.md CHANGELOG.md LICENSE; do install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/doc/fairway/$$f; done
 
 ## uninstall: what install put there (the plugin directory of this Slurm release only)

@@ -1,10 +1,16 @@
 //! `fairway explain` as a user runs it, on real Slurm: a job held by a QoS limit, a job
-//! its owner held, the priority sum equal to sprio's, and PrivateData respected.
+//! its owner held, the priority sum equal to sprio's, Fairway's terms one by one from
+//! the status priority/fairway publishes, and PrivateData respected; `fairway metrics`
+//! and `fairway serve` against squeue and sshare.
 
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use fairway_tests::{Cluster, ClusterSpec, Slurm};
+use fairway_tests::{free_port, Cluster, ClusterSpec, Slurm};
 
 /// The `fairway` command built beside these tests (`make test-slurm` builds it first).
 fn fairway_bin() -> String {
@@ -24,9 +30,10 @@ fn explain_says_why_a_job_waits_and_shows_no_one_elses_job() {
             "PriorityWeightFairshare=1000".into(),
             "PriorityWeightAge=100".into(),
             "PriorityWeightQOS=500".into(),
+            "PriorityCalcPeriod=1".into(),
             "PrivateData=jobs".into(),
         ],
-        fairway_toml: Some("[priority]\nmax_wait = \"1-00:00:00\"\n".into()),
+        fairway_toml: Some("[priority]\nmax_wait = \"1-00:00:00\"\nweight_predicted_work = 1000\n".into()),
         ..ClusterSpec::default()
     };
     let c = Cluster::start(&spec).expect("cluster starts");
@@ -79,5 +86,94 @@ fn explain_says_why_a_job_waits_and_shows_no_one_elses_job() {
     assert!(!peek.ok(), "{peek:?}");
     assert!(!peek.stdout.contains("QoS high") && !peek.stdout.contains("priority"), "{peek:?}");
     assert_eq!(peek.code, 3, "{peek:?}");
+
+    // Fairway's terms, one by one, from the status of the next pass. Under
+    // PrivateData=jobs only SlurmUser and root may read it.
+    let status = c.dir().join("state/fairway-status.json");
+    let published = |job: u32| -> bool {
+        let Ok(text) = std::fs::read_to_string(&status) else { return false };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["jobs"].as_array().unwrap().iter().any(|j| j["id"] == job)
+    };
+    c.wait_until("a pass publishes the job's terms", || Ok(published(limited))).unwrap();
+    assert_eq!(std::fs::metadata(&status).unwrap().permissions().mode() & 0o777, 0o600);
+    let alice = explain("fw_alice", limited, false);
+    assert!(alice.stdout.contains("Fairway's terms: not readable here"), "{alice:?}");
+    let site = |c: &Cluster| -> f64 {
+        let s = c.cmd("sprio", &["-h", "-j", &limited.to_string(), "-o", "%S"]).unwrap().stdout;
+        s.trim().parse().unwrap()
+    };
+    let admin = c.cmd(&fairway, &["explain", &limited.to_string(), "--json"]).unwrap();
+    let admin: serde_json::Value = serde_json::from_str(&admin.stdout).expect("explain --json as root");
+    let terms = &admin["fairway_terms"];
+    // No history and no time limit: a day is assumed, 1000 / (1 + 24 GPU-hours) = 40.
+    assert_eq!(terms["site_bonus"].as_f64(), Some(site(&c)), "{admin}");
+    assert_eq!(terms["site_bonus"], 40, "{admin}");
+    assert!(terms["expected_runtime"].is_null() && terms["starving_for"].is_null(), "{admin}");
+
+    // Metrics, as root (SlurmUser sees every job), against squeue and sshare.
+    let metrics = c.cmd(&fairway, &["metrics"]).unwrap();
+    assert!(metrics.ok(), "{metrics:?}");
+    let m = metrics.stdout;
+    eprintln!("{m}");
+    let count = |args: &[&str]| c.cmd("squeue", args).unwrap().stdout.lines().count();
+    let pending_high = count(&["-h", "-t", "PD", "-q", "high", "-A", "vision"]);
+    assert_eq!(pending_high, 1);
+    assert!(
+        m.contains(&format!(
+            "fairway_jobs{{state=\"pending\",partition=\"debug\",qos=\"high\",account=\"vision\"}} {pending_high}\n"
+        )),
+        "{m}"
+    );
+    assert!(
+        m.contains("fairway_jobs{state=\"running\",partition=\"debug\",qos=\"high\",account=\"vision\"} 1\n"),
+        "{m}"
+    );
+    let shares = c.cmd("sshare", &["-h", "-P", "-A", "vision", "-o", "Account,User,NormShares"]).unwrap().stdout;
+    let norm = shares.lines().find(|l| l.split('|').nth(1) == Some("")).unwrap().split('|').nth(2).unwrap().to_string();
+    let norm: f64 = norm.trim().parse().unwrap();
+    assert!(m.contains(&format!("fairway_account_norm_shares{{account=\"vision\"}} {norm}\n")), "{norm}: {m}");
+    assert!(m.contains("fairway_max_wait_seconds 86400\n"), "{m}");
+    assert!(m.contains("fairway_starving_jobs{partition=\"debug\"} 0\n"), "{m}");
+    assert!(m.contains("\nfairway_priority_pass_jobs "), "{m}");
+    assert!(m.ends_with("# EOF\n"));
+
+    // The same over HTTP, as Prometheus scrapes it.
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut serve = Command::new(&fairway)
+        .args(["serve", "--listen", &addr])
+        .env("SLURM_CONF", c.slurm_conf())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut scraped = String::new();
+    c.wait_until("fairway serve answers", || {
+        let Ok(mut s) = TcpStream::connect(&addr) else { return Ok(false) };
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
+        scraped.clear();
+        s.read_to_string(&mut scraped)?;
+        Ok(true)
+    })
+    .unwrap();
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(scraped.starts_with("HTTP/1.0 200") || scraped.starts_with("HTTP/1.1 200"), "{scraped}");
+    assert!(scraped.contains("Content-Type: application/openmetrics-text"), "{scraped}");
+    assert!(scraped.contains("fairway_account_norm_shares{account=\"vision\"}"), "{scraped}");
+
+    // Without PrivateData=jobs the owner sees the terms too (the file becomes 0644 at
+    // the next pass after a reconfigure).
+    let conf = std::fs::read_to_string(c.slurm_conf()).unwrap().replace("PrivateData=jobs\n", "");
+    std::fs::write(c.slurm_conf(), conf).unwrap();
+    assert!(c.cmd("scontrol", &["reconfigure"]).unwrap().ok());
+    c.wait_until("the status becomes readable", || {
+        Ok(std::fs::metadata(&status)?.permissions().mode() & 0o777 == 0o644)
+    })
+    .unwrap();
+    let alice = explain("fw_alice", limited, false);
+    eprintln!("{}", alice.stdout);
+    assert!(alice.stdout.contains("Fairway's part of site: +40 ="), "{alice:?}");
+    assert!(alice.stdout.contains("predicted work (run time unknown: one day assumed)"), "{alice:?}");
     c.stop().unwrap();
 }

@@ -2,9 +2,9 @@
 //! every pending job's priority) in slurmctld, priority/fairway against
 //! priority/multifactor, with the same association tree and pending jobs.
 //!
-//!     fairway-bench-priority [JOBS] [ASSOCIATIONS] [--only fairway|multifactor]
+//!     fairway-bench-priority [JOBS] [ASSOCIATIONS] [--only fairway|multifactor] [--fairway-toml FILE]
 //!
-//! (default 50000 2000, both plugins).
+//! (default 50000 2000, both plugins, every Fairway term off).
 //!
 //! Each plugin gets its own real cluster (the test harness). The CPU time is that of
 //! the plugin's decay thread ("decay" / "fairway_decay") between two consecutive passes,
@@ -62,6 +62,12 @@ struct Result1 {
 }
 
 fn run(priority_type: &str, jobs: u32, assocs: u32) -> Result<Result1> {
+    // `--fairway-toml FILE`: Fairway's terms (and `[status]`) for the run, e.g. to
+    // measure what publishing the status costs a pass with the terms on.
+    let fairway_toml = match std::env::args().skip_while(|a| a != "--fairway-toml").nth(1) {
+        Some(f) => Some(std::fs::read_to_string(&f).with_context(|| f.clone())?),
+        None => None,
+    };
     let s = |v: &str| v.to_string();
     let spec = ClusterSpec {
         priority_type: s(priority_type),
@@ -80,6 +86,7 @@ fn run(priority_type: &str, jobs: u32, assocs: u32) -> Result<Result1> {
         ],
         users: USERS.iter().enumerate().map(|(i, u)| (s(u), s(if i % 2 == 0 { "vision" } else { "nlp" }))).collect(),
         slurmd: false,
+        fairway_toml,
         ..ClusterSpec::default()
     };
     let c = Cluster::start(&spec).context("cluster")?;
@@ -125,6 +132,11 @@ fn run(priority_type: &str, jobs: u32, assocs: u32) -> Result<Result1> {
         passes.push(now - cpu);
         eprintln!("{priority_type}: one pass took {:.1} ms of CPU", (now - cpu) * 1e3);
         cpu = now;
+    }
+    // priority/fairway publishes each pass's status from a thread of its own, off the
+    // pass's locks: its CPU time is reported apart.
+    if let Ok(secs) = thread_cpu_secs(pid, "fairway_status") {
+        eprintln!("{priority_type}: the status thread took {:.1} ms of CPU in all", secs * 1e3);
     }
     c.stop()?;
     Ok(Result1 { passes, submit_secs })

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::Args;
 use fairway_core::config::{self, Config};
 use fairway_core::explain::{self, Explanation, Starvation};
+use fairway_core::status::{self, JobTerms, Status};
 
 use crate::slurm_cmd;
 
@@ -73,6 +74,7 @@ pub fn explain(a: ExplainArgs) -> anyhow::Result<()> {
                 })
             });
     let starvation = if pending { starvation(&a.slurm_conf, &get("AccrueTime")) } else { None };
+    let (fairway_terms, fairway_terms_note) = if pending { fairway_terms(id) } else { (None, None) };
     let e = Explanation {
         job: id.to_string(),
         user,
@@ -85,6 +87,8 @@ pub fn explain(a: ExplainArgs) -> anyhow::Result<()> {
         expected_start,
         fair_share,
         starvation,
+        fairway_terms,
+        fairway_terms_note,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&e).context("cannot write JSON")?);
@@ -105,4 +109,37 @@ fn starvation(slurm_conf: &Path, accrue_time: &str) -> Option<Starvation> {
     let at = dt.to_zoned(jiff::tz::TimeZone::system()).ok()?.timestamp();
     let waited = jiff::Timestamp::now().as_second().saturating_sub(at.as_second()).max(0) as u64;
     Some(Starvation { max_wait, waited })
+}
+
+/// The job's terms at priority/fairway's last pass, from the status it writes in
+/// StateSaveLocation; else why they cannot be shown.
+fn fairway_terms(id: &str) -> (Option<JobTerms>, Option<String>) {
+    let path = match slurm_cmd::state_save_location() {
+        Ok(dir) => dir.join(status::FILE_NAME),
+        Err(e) => return (None, Some(format!("cannot find StateSaveLocation: {e:#}"))),
+    };
+    let s = match Status::read(&path) {
+        Ok(s) => s,
+        Err(e) if e.is_unreadable() => {
+            return (
+                None,
+                Some(format!(
+                    "not readable here ({}): priority/fairway writes them there on the controller after each \
+                     pass, readable by every user unless PrivateData=jobs",
+                    path.display()
+                )),
+            )
+        }
+        Err(e) => return (None, Some(e.to_string())),
+    };
+    let now = jiff::Timestamp::now().as_second();
+    if s.is_stale(now) {
+        let age = config::Seconds((now - s.pass_started).max(0) as u64);
+        return (None, Some(format!("the last pass written is {age} old: is priority/fairway running?")));
+    }
+    match id.parse().ok().and_then(|id| s.job(id)) {
+        Some(t) => (Some(t.clone()), None),
+        None if !s.any_term_on() => (None, Some("every term is off in fairway.toml ([priority])".into())),
+        None => (None, Some("not in the last pass yet (it comes every PriorityCalcPeriod)".into())),
+    }
 }

@@ -10,6 +10,7 @@
 //! - `fairway ckpt-done`, run inside a job chosen for preemption once its checkpoint is
 //!   saved, requeues the job at once (`scontrol requeue`).
 //! - `fairway explain JOBID` says why a job waits and what its priority is made of.
+//! - `fairway metrics` prints Fairway's OpenMetrics; `fairway serve` serves them over HTTP.
 //! - `fairway generate` writes its man pages and shell completions.
 //! - `fairway sim` replays a trace or a synthetic workload on a simulated GPU cluster under
 //!   FIFO, multifactor, Fairway and an oracle SJF, and compares them (`fairway-sim`).
@@ -23,6 +24,7 @@ mod check_config;
 mod ckpt;
 mod explain;
 mod generate;
+mod metrics;
 mod predict;
 mod sim;
 mod slurm_cmd;
@@ -51,6 +53,11 @@ enum Command {
     /// Why a job waits: Slurm's reason in plain words with what to do, its priority factor
     /// by factor (as sprio), its place in the queue, its fair share and starvation bound.
     Explain(explain::ExplainArgs),
+    /// Print Fairway's metrics (OpenMetrics: queue and GPUs by partition, QOS and account,
+    /// fair share, the priority pass, starving jobs, predictor coverage) once.
+    Metrics(metrics::MetricsArgs),
+    /// Serve the same metrics over HTTP at /metrics, for Prometheus to scrape.
+    Serve(metrics::ServeArgs),
     /// Train or evaluate the run-time predictor on a job trace.
     #[command(subcommand)]
     Predict(predict::PredictCommand),
@@ -97,6 +104,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::CheckConfig(a) => check_config::check_config(a),
         Command::Explain(a) => explain::explain(a),
+        Command::Metrics(a) => metrics::print(a),
+        Command::Serve(a) => metrics::serve(a),
         Command::Predict(c) => predict::predict(c),
         Command::Trace(c) => predict::trace(c),
         Command::Topo(a) => topo::topo(a),

@@ -21,3 +21,15 @@ pub fn run(program: &Path, args: &[&str]) -> anyhow::Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// `StateSaveLocation` as the running slurmctld has it (`scontrol show config`: right in
+/// a configless cluster too, where this host has no slurm.conf).
+pub fn state_save_location() -> anyhow::Result<std::path::PathBuf> {
+    let conf = run(Path::new("scontrol"), &["show", "config"])?;
+    conf.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "StateSaveLocation").then(|| std::path::PathBuf::from(v.trim()))
+        })
+        .context("scontrol show config names no StateSaveLocation")
+}

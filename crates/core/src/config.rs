@@ -36,6 +36,23 @@ pub struct Config {
     pub preempt: crate::preempt::config::PreemptConfig,
     /// `[gpu]`: where slurmd's gpu plugin reads a node's topology when NVML cannot.
     pub gpu: GpuConfig,
+    /// `[status]`: what priority/fairway publishes after each pass.
+    pub status: StatusConfig,
+}
+
+/// `[status]`: the status `priority/fairway` writes after each decay pass
+/// ([`crate::status`]), which `fairway explain` and `fairway metrics` read.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatusConfig {
+    /// Write `StateSaveLocation/fairway-status.json` after each pass (default true).
+    pub publish: bool,
+}
+
+impl Default for StatusConfig {
+    fn default() -> Self {
+        Self { publish: true }
+    }
 }
 
 /// `[gpu]`, for the `gpu/nvml` plugin Fairway installs in slurmd.

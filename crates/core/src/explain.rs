@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::config::Seconds;
+use crate::status::JobTerms;
 
 /// `scontrol show job -o` as key → value (values may hold spaces, e.g. `Command=`). A
 /// token is a new key when it looks like one of Slurm's (`Capitalized=`); anything else
@@ -103,7 +104,7 @@ pub fn queue_position(squeue: &str, job: &str, partition: &str) -> Option<QueueP
         .filter_map(|l| {
             let f: Vec<&str> = l.split('|').map(str::trim).collect();
             let [id, prio, nodes, gres] = f.as_slice() else { return None };
-            Some((id.to_string(), prio.parse().ok()?, nodes.parse().unwrap_or(1), gpus_per_node(gres)))
+            Some((id.to_string(), prio.parse().ok()?, nodes.parse().unwrap_or(1), crate::metrics::gpus_per_node(gres)))
         })
         .collect();
     let mine = rows.iter().find(|r| r.0 == job)?.1;
@@ -114,14 +115,6 @@ pub fn queue_position(squeue: &str, job: &str, partition: &str) -> Option<QueueP
         ahead: ahead.len(),
         gpus_ahead: ahead.iter().map(|r| r.2 * r.3).sum(),
     })
-}
-
-/// GPUs per node in a GRES string (`gpu:2`, `gres:gpu:h100:4`, `gres/gpu=8`, `N/A`).
-fn gpus_per_node(gres: &str) -> u64 {
-    gres.split(',')
-        .filter(|g| g.contains("gpu"))
-        .filter_map(|g| g.rsplit([':', '=']).next()?.split('(').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// Why a job waits and what can be done, for one Slurm reason code.
@@ -273,6 +266,10 @@ pub struct Explanation {
     pub fair_share: Option<(String, String, String)>,
     /// Fairway's starvation bound, when one is configured.
     pub starvation: Option<Starvation>,
+    /// Fairway's terms of the job at priority/fairway's last pass (its status file).
+    pub fairway_terms: Option<JobTerms>,
+    /// Why they are not shown, when a pending job's are not.
+    pub fairway_terms_note: Option<String>,
 }
 
 impl Explanation {
@@ -304,6 +301,23 @@ impl Explanation {
             if !row.tres.is_empty() {
                 let _ = writeln!(o, "  (TRES factors: {})", row.tres);
             }
+        }
+        if let Some(t) = &self.fairway_terms {
+            let _ = writeln!(o, "\nFairway's part of site: {:+} =", t.site_bonus);
+            let expected = match (t.expected_runtime, t.runtime_source) {
+                (Some(e), Some(src)) => format!("{} expected, from {src}", Seconds(e)),
+                (Some(e), None) => format!("{} expected", Seconds(e)),
+                (None, _) => "run time unknown: one day assumed".into(),
+            };
+            let _ = writeln!(o, "  {:>12.0}  predicted work ({expected})", t.predicted_work);
+            if t.deadline != 0.0 {
+                let _ = writeln!(o, "  {:>12.0}  deadline urgency", t.deadline);
+            }
+            if t.first {
+                let _ = writeln!(o, "  it is the longest-starving job of its partition: it goes first");
+            }
+        } else if let Some(note) = &self.fairway_terms_note {
+            let _ = writeln!(o, "\nFairway's terms: {note}");
         }
         for q in &self.queue {
             let _ = writeln!(
@@ -372,6 +386,41 @@ mod tests {
             .unwrap();
         assert_eq!((q.position, q.ahead, q.gpus_ahead), (3, 2, 10));
         assert_eq!(queue_position("", "12", "gpu"), None);
+    }
+
+    #[test]
+    fn fairway_terms_one_by_one_or_why_not() {
+        let e = Explanation {
+            job: "7".into(),
+            user: "u".into(),
+            account: "a".into(),
+            qos: "normal".into(),
+            state: "PENDING".into(),
+            blocker: None,
+            priority: Vec::new(),
+            queue: Vec::new(),
+            expected_start: None,
+            fair_share: None,
+            starvation: None,
+            fairway_terms: Some(JobTerms {
+                id: 7,
+                predicted_work: 500.0,
+                deadline: 250.4,
+                site_bonus: 750,
+                expected_runtime: Some(3600),
+                runtime_source: Some(crate::predict::RuntimeSource::LastRuns),
+                first: true,
+                ..JobTerms::default()
+            }),
+            fairway_terms_note: None,
+        };
+        let text = e.render();
+        assert!(text.contains("Fairway's part of site: +750 ="), "{text}");
+        assert!(text.contains("500  predicted work (01:00:00 expected, from the mean of your last two"), "{text}");
+        assert!(text.contains("250  deadline urgency"), "{text}");
+        assert!(text.contains("it goes first"), "{text}");
+        let hidden = Explanation { fairway_terms: None, fairway_terms_note: Some("not readable here".into()), ..e };
+        assert!(hidden.render().contains("Fairway's terms: not readable here"));
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! - [`time`]: Slurm's time-limit syntax (`days-hours:minutes:seconds`).
 //! - [`fairshare`]: fair-share arithmetic shared by the priority plugin and `sshare`.
 //! - [`multifactor`]: `priority/multifactor`'s factors and weighted sum.
+//! - [`status`]: what `priority/fairway` publishes after each pass (each job's terms).
+//! - [`metrics`]: OpenMetrics for Prometheus, from squeue, sshare and that status.
 //! - [`terms`]: Fairway's own priority terms (predicted work, deadline, starvation).
 //! - [`priority`]: a job's priority under `priority/fairway` (and `site_factor/fairway`),
 //!   one input in, one decision out: what the plugins and the simulator call.
@@ -31,12 +33,14 @@ pub mod config;
 pub mod explain;
 pub mod fairshare;
 pub mod hostlist;
+pub mod metrics;
 pub mod multifactor;
 pub mod predict;
 pub mod preempt;
 pub mod priority;
 pub mod slurm_conf;
 pub mod state_file;
+pub mod status;
 pub mod submit;
 pub mod terms;
 pub mod time;

@@ -136,12 +136,50 @@ pub fn predict_runtime(history: &RuntimePredictor, model: Option<&LearnedPredict
 /// like a second: decoys with a short limit do not count for a long one, and decoys
 /// with the long limit cost the user the term once the long job overruns.
 pub fn expected_runtime(history: &RuntimePredictor, model: Option<&LearnedPredictor>, req: &JobRequest) -> Option<u64> {
+    expected_runtime_from(history, model, req).map(|(secs, _)| secs)
+}
+
+/// [`expected_runtime`], and where it came from (what `fairway explain` tells the user).
+pub fn expected_runtime_from(
+    history: &RuntimePredictor,
+    model: Option<&LearnedPredictor>,
+    req: &JobRequest,
+) -> Option<(u64, RuntimeSource)> {
     if history.overruns_too_often(req.key.user) {
-        return req.time_limit;
+        return req.time_limit.map(|l| (l, RuntimeSource::LimitAfterOverruns));
     }
     match model {
-        Some(m) => Some(m.typical(history, req)),
-        None => history.predict_comparable(&req.key, req.time_limit),
+        Some(m) => Some((m.typical(history, req), RuntimeSource::Model)),
+        None => history.predict_comparable_from(&req.key, req.time_limit),
+    }
+}
+
+/// Where the run time a job is ranked by came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeSource {
+    /// The mean of the user's last two comparable runs (same name and GPU count, a limit
+    /// at least half this one's).
+    LastRuns,
+    /// The learned model (`[predictor] model`).
+    Model,
+    /// The job's time limit: no comparable run yet.
+    TimeLimit,
+    /// The job's time limit, because the user's jobs keep outliving their predictions.
+    LimitAfterOverruns,
+    /// Given by the caller (the simulator's cached or perfect predictions).
+    Given,
+}
+
+impl std::fmt::Display for RuntimeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::LastRuns => "the mean of your last two comparable runs",
+            Self::Model => "the learned model",
+            Self::TimeLimit => "the time limit (no comparable run yet)",
+            Self::LimitAfterOverruns => "the time limit (your recent jobs outlived their predictions)",
+            Self::Given => "given",
+        })
     }
 }
 
@@ -176,7 +214,15 @@ impl RuntimePredictor {
     /// of `key` whose limit was at least half of `time_limit` (runs of unknown limit
     /// count), the one such run when there is one, else the limit; capped by the limit.
     pub fn predict_comparable(&self, key: &JobKey, time_limit: Option<u64>) -> Option<u64> {
-        self.comparable_runs(key, time_limit).or(time_limit).map(|p| time_limit.map_or(p, |l| p.min(l)))
+        self.predict_comparable_from(key, time_limit).map(|(p, _)| p)
+    }
+
+    /// [`predict_comparable`](Self::predict_comparable), and whether it came from runs or the limit.
+    pub fn predict_comparable_from(&self, key: &JobKey, time_limit: Option<u64>) -> Option<(u64, RuntimeSource)> {
+        match self.comparable_runs(key, time_limit) {
+            Some(p) => Some((time_limit.map_or(p, |l| p.min(l)), RuntimeSource::LastRuns)),
+            None => time_limit.map(|l| (l, RuntimeSource::TimeLimit)),
+        }
     }
 
     /// The mean of the last two comparable runs ([`predict_comparable`](Self::predict_comparable)), if any.

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::PriorityConfig;
 use crate::multifactor::{self, Factors, PartitionInput, QosInput, Weights};
-use crate::predict::{self, JobKey, JobRequest, LearnedPredictor, RuntimePredictor};
+use crate::predict::{self, JobKey, JobRequest, LearnedPredictor, RuntimePredictor, RuntimeSource};
 use crate::terms::{self, FirstStarving, Terms, TermsInput, FIRST_STARVING};
 
 /// Everything a job's priority is computed from, read once per evaluation.
@@ -124,6 +124,9 @@ pub struct JobPriority {
     pub terms: Option<Terms>,
     /// The run time the terms assumed, seconds (prediction, else the time limit).
     pub expected_runtime: Option<u64>,
+    /// Where that run time came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_source: Option<RuntimeSource>,
 }
 
 impl JobPriority {
@@ -163,7 +166,7 @@ impl Policy<'_> {
         }
         let w = self.weights;
         let mut factors = multifactor::factors(w, &job.factors);
-        let (terms, expected_runtime) = match &job.terms {
+        let (terms, expected) = match &job.terms {
             Some(t) if terms::any_enabled(self.terms) => {
                 let (terms, expected) = self.terms_of(t, job.factors.now);
                 let bonus = terms::site_bonus(self.terms, &terms);
@@ -172,6 +175,7 @@ impl Policy<'_> {
             }
             _ => (None, None),
         };
+        let (expected_runtime, runtime_source) = (expected.map(|e| e.0), expected.map(|e| e.1));
         let starving = terms.as_ref().is_some_and(|t| t.starving_for.is_some());
         let lift = |usual| if starving { terms::starving_priority(usual, first) } else { usual };
         let priority = lift(multifactor::priority(w, &factors));
@@ -187,17 +191,24 @@ impl Policy<'_> {
                 .map(|(p, q)| lift(multifactor::priority_in_partition_qos(w, &factors, p, q)))
                 .collect()
         };
-        JobPriority { priority, weighted: Some(Weighted::new(w, &factors)), per_partition, terms, expected_runtime }
+        JobPriority {
+            priority,
+            weighted: Some(Weighted::new(w, &factors)),
+            per_partition,
+            terms,
+            expected_runtime,
+            runtime_source,
+        }
     }
 
     /// The job's terms at `now` and the run time they assumed.
-    fn terms_of(&self, t: &TermsJob, now: i64) -> (Terms, Option<u64>) {
+    fn terms_of(&self, t: &TermsJob, now: i64) -> (Terms, Option<(u64, RuntimeSource)>) {
         let expected = self.expected_runtime(t);
         let input = TermsInput {
             now,
             eligible_since: t.eligible_since,
             deadline: t.deadline.filter(|_| terms::may_claim_deadline(self.terms, &t.qos)),
-            expected_runtime: expected.map_or(f64::NAN, |s| s as f64),
+            expected_runtime: expected.map_or(f64::NAN, |(s, _)| s as f64),
             gpus: t.gpus,
         };
         (terms::compute(self.terms, &input), expected)
@@ -205,15 +216,16 @@ impl Policy<'_> {
 
     /// The run time the terms assume: the caller's, else the prediction from the job's
     /// history or the learned model (`predict::expected_runtime`).
-    fn expected_runtime(&self, t: &TermsJob) -> Option<u64> {
-        t.expected_runtime.or_else(|| {
-            let req = t.request.as_ref()?;
-            match (self.history, self.model) {
-                (Some(h), model) => predict::expected_runtime(h, model, req),
-                (None, Some(m)) => predict::expected_runtime(&RuntimePredictor::default(), Some(m), req),
-                (None, None) => req.time_limit,
-            }
-        })
+    fn expected_runtime(&self, t: &TermsJob) -> Option<(u64, RuntimeSource)> {
+        if let Some(given) = t.expected_runtime {
+            return Some((given, RuntimeSource::Given));
+        }
+        let req = t.request.as_ref()?;
+        match (self.history, self.model) {
+            (Some(h), model) => predict::expected_runtime_from(h, model, req),
+            (None, Some(m)) => predict::expected_runtime_from(&RuntimePredictor::default(), Some(m), req),
+            (None, None) => req.time_limit.map(|l| (l, RuntimeSource::TimeLimit)),
+        }
     }
 
     /// `site_factor/fairway`'s route: the job's new site factor from its current one,
@@ -236,7 +248,7 @@ impl Policy<'_> {
             site: terms::replace_site_part(current, last, part),
             part,
             terms: t,
-            expected_runtime: expected,
+            expected_runtime: expected.map(|(s, _)| s),
         })
     }
 }

@@ -15,6 +15,12 @@ use std::path::{Path, PathBuf};
 /// Refuses anything but a regular file or nothing at `path`: a state location that
 /// resolves to a device (`/dev/null`) or a directory must never be renamed over.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_mode(path, bytes, 0o600)
+}
+
+/// [`write_atomic`] with the file's permission bits: for a file meant to be read by
+/// others (the published status, [`crate::status`]), not for state.
+pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if !m.file_type().is_file() => {
             return Err(std::io::Error::new(
@@ -26,7 +32,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     let tmp = temp_beside(path);
     let written = (|| {
-        let mut f = create_private(&tmp)?;
+        let mut f = create_with_mode(&tmp, mode)?;
         f.write_all(bytes)?;
         f.sync_all()
     })();
@@ -53,20 +59,24 @@ fn temp_beside(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.new"))
 }
 
+/// Creates `path` with exactly `mode` (set again after creation: slurmctld's umask
+/// must not make a file meant for readers private, nor a private one readable).
 #[cfg(unix)]
-fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)
+fn create_with_mode(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode & 0o600).open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    Ok(f)
 }
 
 #[cfg(not(unix))]
-fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+fn create_with_mode(path: &Path, _mode: u32) -> std::io::Result<std::fs::File> {
     std::fs::File::create(path)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::write_atomic;
+    use super::{write_atomic, write_atomic_mode};
 
     #[test]
     fn replaces_the_file_whole_and_private() {
@@ -82,6 +92,18 @@ mod tests {
         }
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_file_meant_for_readers_gets_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("status.json");
+        write_atomic_mode(&p, b"{}", 0o644).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o644);
+        write_atomic_mode(&p, b"{}", 0o600).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]

@@ -93,8 +93,15 @@ pub fn compute(config: &PriorityConfig, j: &TermsInput) -> Terms {
 
 /// The weighted sum of the non-starvation terms, added to the site factor.
 pub fn site_bonus(config: &PriorityConfig, t: &Terms) -> i64 {
-    let b = t.predicted_work * f64::from(config.weight_predicted_work) + t.deadline * f64::from(config.weight_deadline);
-    b.round() as i64
+    site_bonus_of(
+        t.predicted_work * f64::from(config.weight_predicted_work),
+        t.deadline * f64::from(config.weight_deadline),
+    )
+}
+
+/// The site bonus of the terms' points (each factor already times its weight).
+pub fn site_bonus_of(predicted_work: f64, deadline: f64) -> i64 {
+    (predicted_work + deadline).round() as i64
 }
 
 /// The priority of a starving job whose priority would otherwise be `usual`: above every

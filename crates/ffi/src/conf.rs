@@ -19,6 +19,8 @@ static PATHS: RwLock<Option<Paths>> = RwLock::new(None);
 struct Paths {
     slurm_conf: PathBuf,
     state_save: Option<PathBuf>,
+    /// `PrivateData=jobs`.
+    private_jobs: bool,
 }
 
 /// Copies `slurm.conf`'s path and `StateSaveLocation` from Slurm's configuration. Call
@@ -32,19 +34,25 @@ pub fn remember_paths() {
 fn read_paths() -> Paths {
     // SAFETY: `slurm_conf` is libslurmfull's global, initialised before any plugin is
     // loaded; its strings are NULL or NUL-terminated. Called where no reconfigure runs.
-    let (conf, state) = unsafe {
+    let (conf, state, private_data) = unsafe {
         let c = &*std::ptr::addr_of!(slurm_sys::slurm_conf);
         let s = |p: *mut std::os::raw::c_char| {
             (!p.is_null()).then(|| PathBuf::from(CStr::from_ptr(p).to_string_lossy().into_owned()))
         };
-        (s(c.slurm_conf), s(c.state_save_location))
+        (s(c.slurm_conf), s(c.state_save_location), u32::from(c.private_data))
     };
     Paths {
         slurm_conf: conf
             .or_else(|| std::env::var_os("SLURM_CONF").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf")),
         state_save: state.filter(|p| !p.as_os_str().is_empty()),
+        private_jobs: private_data & slurm_sys::PRIVATE_DATA_JOBS != 0,
     }
+}
+
+/// Whether slurm.conf has `PrivateData=jobs`: users see only their own jobs.
+pub fn private_jobs() -> bool {
+    paths().private_jobs
 }
 
 fn paths() -> Paths {

@@ -38,7 +38,19 @@ pub type Evaluate<'a> = dyn FnMut(&mut JobRecord<'_>, i64) -> Option<u32> + 'a;
 pub type Recompute = fn(&mut dyn FnMut(&mut Evaluate<'_>));
 
 /// Called after each pass with no locks held (the plugin's periodic work).
-pub type AfterPass = fn();
+pub type AfterPass = fn(&DecayPass);
+
+/// One decay pass, as the after-pass hook sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct DecayPass {
+    /// When it started, Unix seconds.
+    pub started: i64,
+    /// Its wall time, seconds: decay, usage, fair share and priorities, locks waited for
+    /// included (what delays slurmctld's other threads).
+    pub seconds: f64,
+    /// `PriorityCalcPeriod`, seconds.
+    pub calc_period: u64,
+}
 
 /// The running decay thread; dropping it stops and joins the thread.
 pub struct DecayThread {
@@ -152,6 +164,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
     let mut next = std::time::Instant::now();
     loop {
         let start = now();
+        let wall = std::time::Instant::now();
         // A panic costs this pass, not the thread: the next pass runs as usual (a pass
         // that panicked midway may have charged part of its usage; it is not charged twice).
         crate::guard("decay pass", (), || {
@@ -215,7 +228,9 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
             unsafe { sys::dump_assoc_mgr_state() };
         }
         write_state(last_ran, reset.last_reset());
-        crate::guard("decay pass hook", (), after_pass);
+        let pass =
+            DecayPass { started: start, seconds: wall.elapsed().as_secs_f64(), calc_period: knobs.calc_period.into() };
+        crate::guard("decay pass hook", (), || after_pass(&pass));
 
         next += Duration::from_secs(u64::from(knobs.calc_period));
         let (m, cv) = stop;

@@ -67,6 +67,8 @@ pub mod safety {}
 pub mod sprio;
 #[cfg(feature = "internal")]
 pub(crate) mod state;
+#[cfg(feature = "internal")]
+pub mod status;
 mod string;
 pub mod sym;
 #[cfg(feature = "internal")]

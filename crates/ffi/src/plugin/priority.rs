@@ -38,8 +38,8 @@ pub trait Priority: Sized + Send + Sync + 'static {
     /// A job ended (job write lock held): learn from it; keep it quick.
     fn job_end(&self, _job: &mut JobRecord<'_>) {}
 
-    /// After each decay pass, with no locks held: persist state.
-    fn after_decay_pass(&self) {}
+    /// After each decay pass, with no locks held: persist state, publish the pass.
+    fn after_decay_pass(&self, _pass: &crate::decay::DecayPass) {}
 
     /// Before the plugin is unloaded.
     fn fini(&self) {}
@@ -79,8 +79,8 @@ macro_rules! priority_plugin {
             $crate::plugin::recompute_with(&FAIRWAY_PLUGIN, walk)
         }
 
-        fn fairway_after_pass() {
-            FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::after_decay_pass(p));
+        fn fairway_after_pass(pass: &$crate::decay::DecayPass) {
+            FAIRWAY_PLUGIN.with(|p| <$ty as $crate::plugin::Priority>::after_decay_pass(p, pass));
         }
 
         /// `priority_g_set()`: job write lock held.

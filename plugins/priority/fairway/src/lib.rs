@@ -9,20 +9,25 @@
 //! The decay thread (usage decay and accrual, fair share) is `fairway_ffi`'s; run times
 //! are learned at job end and saved after each decay pass in `StateSaveLocation`, and so
 //! is the learned model's online calibration, which job_submit/fairway's `time=auto`
-//! limits read (`fairway_ffi::calibration`).
+//! limits read (`fairway_ffi::calibration`). After each pass the plugin publishes it
+//! (`fairway_core::status`: each job's terms, the pass's time) for `fairway explain` and
+//! `fairway metrics`.
 //!
 //! Built for Slurm 22.05's priority ABI and for 24.05+'s (tested on 24.11): the
 //! differences live in `fairway_ffi`'s `priority_plugin!`.
 
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 use fairway_core::priority::{JobPriority, Pass};
+use fairway_core::status::PassJobs;
 use fairway_core::Config;
 use fairway_ffi::calibration::Calibrator;
+use fairway_ffi::decay::DecayPass;
 use fairway_ffi::job::{self, JobRecord};
 use fairway_ffi::multifactor::Knobs;
 use fairway_ffi::plugin::{Priority, PriorityOf};
 use fairway_ffi::record::PassRecord;
+use fairway_ffi::status::Publisher;
 use fairway_ffi::terms::TermsState;
 
 /// The plugin's state for the life of the host process.
@@ -33,6 +38,10 @@ pub struct FairwayPriority {
     terms: TermsState<JobPriority>,
     /// The learned model's upper quantile, calibrated from the jobs that end.
     calibration: Calibrator,
+    /// The last pass's jobs and how many priorities it set, until published.
+    last_pass: Mutex<Option<(PassJobs, u64)>>,
+    /// Writes the status after each pass.
+    publisher: Publisher,
 }
 
 impl FairwayPriority {
@@ -50,6 +59,8 @@ impl Priority for FairwayPriority {
             knobs: RwLock::new(Knobs::read()),
             terms: TermsState::load(&config, in_slurmctld),
             calibration: Calibrator::load(&config, in_slurmctld),
+            last_pass: Mutex::new(None),
+            publisher: if config.status.publish { Publisher::start() } else { Publisher::default() },
         })
     }
 
@@ -73,11 +84,14 @@ impl Priority for FairwayPriority {
         let mut record = PassRecord::new(&knobs.weights);
         state.with(&knobs.weights, |policy, first| {
             let mut pass = Pass::new(policy, first);
+            let (mut published, mut count) = (PassJobs::new(policy.terms), 0);
             walk(&mut |job, now| {
                 let input = job.priority_input(&knobs, now, state.enabled());
                 let out = pass.job(&input);
                 job.write_priority(&out, knobs.incr_only());
                 record.job(&input, &out);
+                published.job(&input, &out);
+                count += 1;
                 out.priority
             });
             // The jobs that now go first get their lifted priority in this pass.
@@ -89,6 +103,7 @@ impl Priority for FairwayPriority {
                 });
             }
             record.finish(&first);
+            *self.last_pass.lock().unwrap_or_else(|e| e.into_inner()) = Some((published.finish(&first), count));
         });
     }
 
@@ -101,14 +116,23 @@ impl Priority for FairwayPriority {
         self.calibration.job_ended(job);
     }
 
-    fn after_decay_pass(&self) {
+    fn after_decay_pass(&self, pass: &DecayPass) {
         self.terms.save_if_dirty();
         self.calibration.save_if_dirty();
+        // A pass that set no priority (the first after a start) publishes no jobs.
+        let (jobs, count) = self
+            .last_pass
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or_else(|| (PassJobs::new(self.terms.state().terms()), 0));
+        self.publisher.publish(jobs.status(pass.started, pass.seconds, count, pass.calc_period));
     }
 
     fn fini(&self) {
         self.terms.save_if_dirty();
         self.calibration.save_if_dirty();
+        self.publisher.stop();
     }
 }
 
