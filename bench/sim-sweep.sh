@@ -11,8 +11,8 @@
 # Configurations, each against multifactor and oracle SJF in the same run, with the
 # simulator's multifactor weights (fair share 10000, age 1000, job size 1000: the docker
 # cluster's):
-# - shipped: config/fairway.gpu-cluster.toml's terms, predicted work at weight 1000 and no
-#   starvation bound;
+# - shipped: config/fairway.gpu-cluster.toml's terms as the plugins read them
+#   (`--fairway-toml`: predicted work at weight 1000, no starvation bound);
 # - shipped + max_wait: the same with `max_wait = 2 days`, as that file had before;
 # - strong: predicted work at twice the fair-share weight (`fairway sim`'s default), no bound.
 # Fairway with every term off is multifactor itself (priority_parity and the equivalence
@@ -30,7 +30,7 @@ import json, os, subprocess, sys
 F = os.environ["F"]
 OPENB = ["--trace", "crates/trace/fixtures/openb_pod_list_default.csv", "--format", "openb"]
 CONFIGS = [
-    ("shipped", ["--weight-predicted-work", "1000", "--max-wait", "0"]),
+    ("shipped", ["--fairway-toml", "config/fairway.gpu-cluster.toml"]),
     ("shipped + max_wait", ["--weight-predicted-work", "1000", "--max-wait", "172800"]),
     ("strong", ["--weight-predicted-work", "20000", "--max-wait", "0"]),
 ]

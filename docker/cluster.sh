@@ -18,7 +18,15 @@ esac
 project=fairway-${ver/./}
 state=$root/.cache/docker/$ver
 export SUITE=$suite ROOT=$root ETC=$state/etc PLUGINS=${PLUGINS:-$state/no-plugins}
-compose() { docker-compose -p "$project" -f "$root/docker/compose.yml" "$@"; }
+# Compose v2 (the docker CLI plugin) where installed, else v1's docker-compose.
+if docker compose version >/dev/null 2>&1; then
+    compose_cmd=(docker compose)
+elif command -v docker-compose >/dev/null; then
+    compose_cmd=(docker-compose)
+else
+    echo "cluster.sh: neither 'docker compose' (v2) nor docker-compose (v1) is installed" >&2; exit 1
+fi
+compose() { "${compose_cmd[@]}" -p "$project" -f "$root/docker/compose.yml" "$@"; }
 
 logs() {
     for c in db dbd ctld login c1 c2 c3 c4; do
@@ -41,7 +49,9 @@ wait_until() {
         [ $((SECONDS - start)) -ge "$t" ] && fail "timed out after ${t}s waiting for $what"
         # A daemon that died will not come back: say so now rather than at the timeout.
         local dead
-        dead=$(compose ps 2>/dev/null | awk '/Exit/ {print $1}' | tr '\n' ' ')
+        # (By compose's project label: v1's and v2's `ps` print states differently.)
+        dead=$(docker ps -a --filter "label=com.docker.compose.project=$project" --filter status=exited \
+            --format '{{.Names}}' 2>/dev/null | tr '\n' ' ')
         [ -z "$dead" ] || fail "container(s) exited while waiting for $what: $dead"
         sleep 1
     done
@@ -243,7 +253,7 @@ up)
     bash "$root/docker/build-image.sh" "$suite"
     build_plugins
     gen_config
-    compose up -d --remove-orphans >/dev/null || fail "docker-compose up failed"
+    compose up -d --remove-orphans >/dev/null || fail "${compose_cmd[*]} up failed"
     wait_until "sacctmgr answers" 180 docker exec "$(cid login)" sacctmgr -n list cluster
     wait_until "slurmctld answers" 180 docker exec "$(cid login)" scontrol ping
     docker exec "$(cid login)" bash /fairway/config/accounting.sh fairway || fail "accounting bootstrap failed"

@@ -30,11 +30,11 @@ impl DockerCluster {
 
     /// The container of a compose service (docker-compose v1 and v2 name them differently).
     pub fn container(&self, service: &str) -> Result<String> {
-        let out = Command::new("docker-compose")
+        let out = compose()
             .args(["-p", &self.project, "-f", &compose_file(), "ps", "-q", service])
             .envs(compose_env())
             .output()
-            .context("docker-compose")?;
+            .context("docker compose")?;
         let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if id.is_empty() {
             bail!("no container for {service} in {}", self.project);
@@ -178,4 +178,19 @@ fn compose_file() -> String {
 fn compose_env() -> Vec<(&'static str, String)> {
     let root = repo_root().display().to_string();
     vec![("SUITE", "unused".into()), ("ETC", "/nonexistent".into()), ("PLUGINS", "/nonexistent".into()), ("ROOT", root)]
+}
+
+/// Compose v2 (`docker compose`) where installed, else v1's `docker-compose`, as
+/// docker/cluster.sh chooses.
+fn compose() -> Command {
+    static V2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let v2 = *V2
+        .get_or_init(|| Command::new("docker").args(["compose", "version"]).output().is_ok_and(|o| o.status.success()));
+    if v2 {
+        let mut c = Command::new("docker");
+        c.arg("compose");
+        c
+    } else {
+        Command::new("docker-compose")
+    }
 }

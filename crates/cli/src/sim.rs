@@ -78,6 +78,10 @@ pub struct SimArgs {
     /// Fairway's weight_predicted_work [default: twice PriorityWeightFairshare].
     #[arg(long)]
     weight_predicted_work: Option<u32>,
+    /// Take Fairway's terms from this fairway.toml's `[priority]` (weights, deadline_qos,
+    /// max_wait), as the plugins read it: e.g. the shipped config/fairway.gpu-cluster.toml.
+    #[arg(long, conflicts_with_all = ["weight_predicted_work", "max_wait"])]
+    fairway_toml: Option<PathBuf>,
     /// A learned run-time model (`fairway predict train`): Fairway predicts with it, as the
     /// plugins do with fairway.toml's `[predictor] model`, instead of the last two runs.
     /// Train it on other jobs than those simulated, or the simulation sees the future.
@@ -270,6 +274,12 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         base.fairway.weight_predicted_work = w;
     }
     base.fairway.max_wait = (a.max_wait > 0).then_some(Seconds(a.max_wait));
+    if let Some(path) = &a.fairway_toml {
+        let config = fairway_core::Config::load(path)
+            .context(crate::Invalid("fairway.toml"))?
+            .with_context(|| format!("{} does not exist", path.display()))?;
+        base.fairway = config.priority;
+    }
     base.perfect_prediction = a.perfect_prediction;
     if !a.preempt.is_empty() {
         base.preempt = Some(SimPreempt {
