@@ -12,6 +12,8 @@ PKGS=(
   munge libmunge-dev mariadb-server mariadb-client
   # topology and docker images, plus tools the harness uses
   libhwloc-dev hwloc debootstrap iproute2 procps psmisc util-linux curl ca-certificates
+  # time zones for reading sacct's local times (fairway-trace's tests)
+  tzdata
 )
 
 SUDO=""

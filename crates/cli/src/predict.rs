@@ -85,7 +85,19 @@ pub enum TraceCommand {
         /// Output file ("-" for stdout).
         #[arg(long)]
         out: PathBuf,
+        /// Time zone of the times written, as sacct on a host in it prints them.
+        #[arg(long, default_value = "local", value_parser = time_zone)]
+        tz: jiff::tz::TimeZone,
     },
+}
+
+/// A `--tz` value: `local` (the system's zone), `UTC`, or an IANA name (`Europe/Berlin`).
+pub fn time_zone(s: &str) -> Result<jiff::tz::TimeZone, String> {
+    match s {
+        "local" | "system" => jiff::tz::TimeZone::try_system().map_err(|e| format!("the system's time zone: {e}")),
+        name => jiff::tz::TimeZone::get(name)
+            .map_err(|e| format!("`{name}`: {e} (an IANA name such as Europe/Berlin, UTC, or local)")),
+    }
 }
 
 /// A trace file and its format.
@@ -97,13 +109,17 @@ pub struct TraceInput {
     /// Its format: sacct, sacct-json, swf, eagle, openb, helios, philly, pai.
     #[arg(long, value_parser = |s: &str| s.parse::<Format>())]
     format: Format,
+    /// Time zone of a `sacct -P` trace's times (sacct prints its host's local time, with
+    /// no zone): `local`, `UTC` or an IANA name. Other formats' times are read as UTC.
+    #[arg(long, default_value = "local", value_parser = time_zone)]
+    tz: jiff::tz::TimeZone,
 }
 
 impl TraceInput {
     /// Jobs with known run times, in submit order.
     fn finished_jobs(&self, bar: &ProgressBar) -> anyhow::Result<(Vec<Job>, Vec<FinishedJob>)> {
         bar.set_message(format!("reading {}", self.trace.display()));
-        let jobs = fairway_trace::load_path(self.format, &self.trace)?;
+        let jobs = fairway_trace::load_path_in(self.format, &self.trace, &self.tz)?;
         let mut finished: Vec<FinishedJob> = jobs.iter().filter_map(Job::finished).collect();
         finished.sort_by_key(|j| j.request.submit);
         Ok((jobs, finished))
@@ -355,7 +371,7 @@ fn plot_windows(path: &std::path::Path, title: &str, eval: &Evaluation) -> anyho
 /// Runs `fairway trace ...`.
 pub fn trace(cmd: TraceCommand) -> anyhow::Result<()> {
     match cmd {
-        TraceCommand::Synth { jobs, seed, drift, drift_from, out } => {
+        TraceCommand::Synth { jobs, seed, drift, drift_from, out, tz } => {
             if jobs == 0 {
                 return Err(crate::Usage("--jobs must be at least 1".into()).into());
             }
@@ -368,11 +384,11 @@ pub fn trace(cmd: TraceCommand) -> anyhow::Result<()> {
             let cfg = SynthConfig { jobs, seed, drift_factor: drift, drift_from, ..SynthConfig::default() };
             let trace = synth::generate(&cfg);
             if out.as_os_str() == "-" {
-                fairway_trace::write_sacct(&trace, std::io::stdout().lock())?;
+                fairway_trace::write_sacct_in(&trace, std::io::stdout().lock(), &tz)?;
             } else {
                 let file = std::fs::File::create(&out).with_context(|| out.display().to_string())?;
                 let mut w = std::io::BufWriter::new(file);
-                fairway_trace::write_sacct(&trace, &mut w)?;
+                fairway_trace::write_sacct_in(&trace, &mut w, &tz)?;
                 w.flush()?;
                 eprintln!("{}: {} jobs (sacct -P format; read with --format sacct)", out.display(), trace.len());
             }

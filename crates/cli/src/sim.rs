@@ -27,6 +27,9 @@ pub struct SimArgs {
     /// Its format: sacct, sacct-json, swf, eagle, openb, helios, philly, pai.
     #[arg(long, value_parser = |s: &str| s.parse::<Format>())]
     format: Option<Format>,
+    /// Time zone of a `sacct -P` trace's times: `local`, `UTC` or an IANA name.
+    #[arg(long, default_value = "local", value_parser = crate::predict::time_zone)]
+    tz: jiff::tz::TimeZone,
     /// Simulate the synthetic AI workload of `fairway trace synth` instead of a trace.
     #[arg(long)]
     synth: bool,
@@ -213,7 +216,7 @@ fn parse_qos_priority(s: &str) -> Result<(String, u32), String> {
 pub fn sim(a: SimArgs) -> anyhow::Result<()> {
     let (trace, source) = match (&a.trace, a.format, a.synth) {
         (Some(path), Some(format), _) => {
-            (fairway_trace::load_path(format, path)?, format!("{} ({format})", path.display()))
+            (fairway_trace::load_path_in(format, path, &a.tz)?, format!("{} ({format})", path.display()))
         }
         (None, _, true) => {
             let cfg = SynthConfig {

@@ -93,14 +93,16 @@ impl PassJobs {
         Self { weights, max_wait: config.max_wait.map(|w| w.0), jobs: Vec::new() }
     }
 
-    /// Notes one job and its priority (nothing for a job without terms).
-    pub fn job(&mut self, input: &JobInput, out: &JobPriority) {
-        let (Some(t), Some(j)) = (&out.terms, &input.terms) else { return };
+    /// Notes one job and its priority (nothing for a job without terms). Takes the
+    /// input, done with by then, so that its strings move rather than copy: this runs
+    /// for every pending job, inside the pass.
+    pub fn job(&mut self, input: JobInput, out: &JobPriority) {
+        let (Some(t), Some(j)) = (&out.terms, input.terms) else { return };
         let predicted_work = t.predicted_work * f64::from(self.weights.predicted_work);
         let deadline = t.deadline * f64::from(self.weights.deadline);
         self.jobs.push(JobTerms {
             id: input.job_id,
-            partition: j.partition.clone(),
+            partition: j.partition,
             eligible_since: j.eligible_since,
             predicted_work,
             deadline,
@@ -228,10 +230,10 @@ mod tests {
         let mut pass = PassJobs::new(&config);
         let (a, ao) = job(1, 0.5, None);
         let (b, bo) = job(2, 0.25, Some(30));
-        pass.job(&a, &ao);
-        pass.job(&b, &bo);
+        pass.job(a, &ao);
+        pass.job(b, &bo);
         // A job without terms (every term off when it was read) is not published.
-        pass.job(&JobInput { job_id: 3, ..JobInput::default() }, &JobPriority::default());
+        pass.job(JobInput { job_id: 3, ..JobInput::default() }, &JobPriority::default());
         let s = pass.finish(&[(2, bo.clone())]).status(1_000, 0.25, 3, 60);
         assert_eq!(s.jobs.len(), 2);
         assert_eq!((s.job(1).unwrap().predicted_work, s.job(1).unwrap().site_bonus), (500.0, 500));

@@ -13,8 +13,12 @@
 //! | `philly` | Microsoft Philly `cluster_job_log` (JSON) | published schema; run time sums the attempts |
 //! | `pai` | Alibaba PAI 2020 `pai_job_table.csv` (+ task table) | published schema |
 //!
-//! Timestamps become Unix seconds. Traces that record naive local times (sacct, Eagle,
-//! Helios, Philly) are read as if they were UTC, so hour-of-day stays the site's local hour.
+//! Timestamps become Unix seconds. `sacct -P` prints the local time of the host it ran on,
+//! without a zone: [`load_path_in`] reads it in a given zone (the `fairway` commands take
+//! `--tz`, the system's zone by default, so a trace exported on the cluster is read right,
+//! daylight-saving changes included; an hour repeated at a change is read as the first),
+//! and [`write_sacct_in`] writes that way. Other traces that record naive local times
+//! (Eagle, Helios, Philly) are read as UTC.
 //! Every loader returns an error naming the line (or JSON position / job index) of bad
 //! input; none panics on any input (see the property tests).
 #![forbid(unsafe_code)]
@@ -36,7 +40,7 @@ pub mod synth;
 
 pub use csv_traces::{load_eagle, load_helios, load_openb, load_pai, pai_add_tasks};
 pub use philly::load_philly;
-pub use slurm::{load_sacct, load_sacct_json, write_sacct, SACCT_FIELDS};
+pub use slurm::{load_sacct, load_sacct_in, load_sacct_json, write_sacct, write_sacct_in, SACCT_FIELDS};
 pub use swf::load_swf;
 
 /// How a job ended.
@@ -258,7 +262,16 @@ pub fn load(format: Format, input: impl Read) -> Result<Vec<Job>, TraceError> {
     }
 }
 
-/// Reads a trace file; errors name the file.
+/// Reads a trace file, `sacct -P` times in `tz`; errors name the file.
+pub fn load_path_in(format: Format, path: &Path, tz: &jiff::tz::TimeZone) -> Result<Vec<Job>, TraceError> {
+    if format != Format::Sacct {
+        return load_path(format, path);
+    }
+    let file = std::fs::File::open(path).map_err(|e| TraceError::Other(format!("{}: {e}", path.display())))?;
+    load_sacct_in(std::io::BufReader::new(file), tz).map_err(|e| TraceError::Other(format!("{}: {e}", path.display())))
+}
+
+/// Reads a trace file (naive times as UTC); errors name the file.
 pub fn load_path(format: Format, path: &Path) -> Result<Vec<Job>, TraceError> {
     let file = std::fs::File::open(path).map_err(|e| TraceError::Other(format!("{}: {e}", path.display())))?;
     load(format, std::io::BufReader::new(file)).map_err(|e| TraceError::Other(format!("{}: {e}", path.display())))
@@ -267,19 +280,25 @@ pub fn load_path(format: Format, path: &Path) -> Result<Vec<Job>, TraceError> {
 /// Parses `YYYY-MM-DD HH:MM:SS` or `YYYY-MM-DDTHH:MM:SS` (naive, read as UTC) into Unix
 /// seconds; `Unknown`, `None` and empty are `Ok(None)`.
 pub(crate) fn parse_datetime(text: &str) -> Result<Option<i64>, String> {
+    parse_datetime_in(text, &jiff::tz::TimeZone::UTC)
+}
+
+/// [`parse_datetime`] of a local time in `tz` (jiff's compatible rule: a time skipped at a
+/// daylight-saving change is read as after it, a repeated one as the first).
+pub(crate) fn parse_datetime_in(text: &str, tz: &jiff::tz::TimeZone) -> Result<Option<i64>, String> {
     let t = text.trim();
     if t.is_empty() || t.eq_ignore_ascii_case("unknown") || t.eq_ignore_ascii_case("none") {
         return Ok(None);
     }
     let dt: jiff::civil::DateTime = t.replacen(' ', "T", 1).parse().map_err(|e| format!("bad time `{t}`: {e}"))?;
-    let ts = dt.to_zoned(jiff::tz::TimeZone::UTC).map_err(|e| format!("bad time `{t}`: {e}"))?.timestamp();
+    let ts = dt.to_zoned(tz.clone()).map_err(|e| format!("bad time `{t}`: {e}"))?.timestamp();
     Ok(Some(ts.as_second()))
 }
 
-/// Formats Unix seconds as sacct does (`YYYY-MM-DDTHH:MM:SS`, UTC).
-pub(crate) fn format_datetime(secs: i64) -> String {
+/// Formats Unix seconds as sacct does (`YYYY-MM-DDTHH:MM:SS`), in `tz`.
+pub(crate) fn format_datetime_in(secs: i64, tz: &jiff::tz::TimeZone) -> String {
     match jiff::Timestamp::from_second(secs) {
-        Ok(ts) => ts.to_zoned(jiff::tz::TimeZone::UTC).datetime().strftime("%Y-%m-%dT%H:%M:%S").to_string(),
+        Ok(ts) => ts.to_zoned(tz.clone()).datetime().strftime("%Y-%m-%dT%H:%M:%S").to_string(),
         Err(_) => "Unknown".into(),
     }
 }
@@ -324,7 +343,7 @@ mod tests {
         assert_eq!(parse_datetime("2019-01-01T08:55:55").unwrap(), Some(1_546_332_955));
         assert_eq!(parse_datetime("Unknown").unwrap(), None);
         assert!(parse_datetime("2019-13-01 00:00:00").is_err());
-        assert_eq!(format_datetime(1_546_332_955), "2019-01-01T08:55:55");
+        assert_eq!(format_datetime_in(1_546_332_955, &jiff::tz::TimeZone::UTC), "2019-01-01T08:55:55");
     }
 
     #[test]

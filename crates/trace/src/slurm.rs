@@ -5,7 +5,9 @@ use std::io::{Read, Write};
 
 use serde_json::Value;
 
-use crate::{format_datetime, parse_datetime, Job, JobState, TraceError};
+use jiff::tz::TimeZone;
+
+use crate::{format_datetime_in, parse_datetime_in, Job, JobState, TraceError};
 
 /// The `sacct -o` field list [`write_sacct`] writes and the recommended one to export with:
 /// `sacct -P -X -a -S <start> -E <end> -o` followed by this.
@@ -15,6 +17,11 @@ pub const SACCT_FIELDS: &str =
 /// Reads `sacct -P` (or `-p`) output with a header line. Columns are found by name; `JobID`
 /// and `Submit` are required. Job steps (`123.batch`, `123.0`) are skipped.
 pub fn load_sacct(input: impl Read) -> Result<Vec<Job>, TraceError> {
+    load_sacct_in(input, &TimeZone::UTC)
+}
+
+/// [`load_sacct`] of times printed in `tz` (sacct prints its host's local time).
+pub fn load_sacct_in(input: impl Read, tz: &TimeZone) -> Result<Vec<Job>, TraceError> {
     let mut reader = csv::ReaderBuilder::new().delimiter(b'|').quoting(false).flexible(true).from_reader(input);
     let headers = reader.headers().map_err(|e| csv_error(&e))?.clone();
     let col: HashMap<String, usize> =
@@ -55,9 +62,10 @@ pub fn load_sacct(input: impl Read) -> Result<Vec<Job>, TraceError> {
             continue;
         }
         let bad = |msg: String| TraceError::line(line, format!("job {id}: {msg}"));
-        let submit = parse_datetime(get(Some(submit_col))).map_err(bad)?.ok_or_else(|| bad("no submit time".into()))?;
-        let start_t = parse_datetime(get(start)).map_err(bad)?;
-        let end_t = parse_datetime(get(end)).map_err(bad)?;
+        let submit =
+            parse_datetime_in(get(Some(submit_col)), tz).map_err(bad)?.ok_or_else(|| bad("no submit time".into()))?;
+        let start_t = parse_datetime_in(get(start), tz).map_err(bad)?;
+        let end_t = parse_datetime_in(get(end), tz).map_err(bad)?;
         let runtime = match get(elapsed) {
             _ if start_t.is_none() => None,
             "" => end_t.zip(start_t).map(|(e, s)| e.saturating_sub(s).max(0) as u64),
@@ -205,13 +213,20 @@ fn json_job(j: &Value) -> Result<Job, String> {
     })
 }
 
-/// Writes jobs as `sacct -P -o` [`SACCT_FIELDS`] would, so [`load_sacct`] reads them back.
+/// Writes jobs as `sacct -P -o` [`SACCT_FIELDS`] would, times in UTC, so [`load_sacct`]
+/// reads them back.
 pub fn write_sacct(jobs: &[Job], out: impl Write) -> Result<(), TraceError> {
+    write_sacct_in(jobs, out, &TimeZone::UTC)
+}
+
+/// [`write_sacct`] with times in `tz`, as sacct on a host in that zone prints them.
+pub fn write_sacct_in(jobs: &[Job], out: impl Write, tz: &TimeZone) -> Result<(), TraceError> {
+    let format_datetime = |secs: i64| format_datetime_in(secs, tz);
     let mut w = csv::WriterBuilder::new().delimiter(b'|').quote_style(csv::QuoteStyle::Never).from_writer(out);
     let io = |e: csv::Error| TraceError::Other(e.to_string());
     w.write_record(SACCT_FIELDS.split(',')).map_err(io)?;
     for j in jobs {
-        let time = |t: Option<i64>| t.map_or("Unknown".to_string(), format_datetime);
+        let time = |t: Option<i64>| t.map_or("Unknown".to_string(), &format_datetime);
         let mut tres = vec![];
         if let Some(c) = j.cpus {
             tres.push(format!("cpu={c}"));

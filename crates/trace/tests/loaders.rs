@@ -72,6 +72,28 @@ fn sacct_pipe() {
 }
 
 #[test]
+fn sacct_local_times_across_a_daylight_saving_change() {
+    // Berlin moved its clocks from 02:00 to 03:00 on 2024-03-31: sacct on a host there
+    // printed a job submitted at 01:30 and started at 03:30 one hour later, not two.
+    let text = "JobID|User|Submit|Start|End|Elapsed|State\n\
+                1|u|2024-03-31T01:30:00|2024-03-31T03:30:00|2024-03-31T04:30:00|01:00:00|COMPLETED\n";
+    let berlin = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
+    let jobs = fairway_trace::load_sacct_in(text.as_bytes(), &berlin).unwrap();
+    let j = &jobs[0];
+    assert_eq!(j.start.unwrap() - j.submit, 3600, "waited one real hour");
+    assert_eq!(j.submit, 1_711_845_000, "01:30 CET is 00:30 UTC");
+    let utc = fairway_trace::load_sacct(text.as_bytes()).unwrap();
+    assert_eq!(utc[0].start.unwrap() - utc[0].submit, 7200, "read as UTC, the change is lost");
+
+    // Written in a zone and read back in it, every time is the same instant.
+    let mut out = Vec::new();
+    fairway_trace::write_sacct_in(&jobs, &mut out, &berlin).unwrap();
+    assert!(String::from_utf8_lossy(&out).contains("|2024-03-31T03:30:00|"), "{}", String::from_utf8_lossy(&out));
+    let back = fairway_trace::load_sacct_in(out.as_slice(), &berlin).unwrap();
+    assert_eq!((back[0].submit, back[0].start, back[0].end), (j.submit, j.start, j.end));
+}
+
+#[test]
 fn sacct_json() {
     let jobs = load_path(Format::SacctJson, &fixture("sacct_24.11.json")).unwrap();
     assert_eq!(jobs.len(), 2);

@@ -90,7 +90,7 @@ impl Priority for FairwayPriority {
                 let out = pass.job(&input);
                 job.write_priority(&out, knobs.incr_only());
                 record.job(&input, &out);
-                published.job(&input, &out);
+                published.job(input, &out);
                 count += 1;
                 out.priority
             });
