@@ -88,6 +88,9 @@ fn escape(v: &str) -> String {
 fn number(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
+    } else if v.is_infinite() {
+        // sshare prints `inf` for the LevelFS of an account with no usage.
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else {
@@ -262,7 +265,7 @@ mod tests {
         let squeue = "PENDING|gpu|normal|vision|2|gres:gpu:4\nPENDING|gpu|normal|vision|1|gpu:a100:2\n\
                       RUNNING|gpu|high|nlp|1|gres/gpu=8\nRUNNING|cpu|normal|nlp|1|N/A\nnot a row\n";
         let sshare =
-            "root||1.000000|100|1.000000||\n ml||1.000000|100|1.000000||1.0\n  vision||0.600000|80|0.800000||0.75\n\
+            "root||1.000000|100|1.000000||\n ml||1.000000|100|1.000000||1.0\n  vision||0.600000|80|0.800000||0.75\n  nlp||0.4|0|0||inf\n\
                       \x20 vision|fw_alice|1.000000|80|1.000000|0.250000|\n";
         let text = render(&Scrape { squeue, sshare, now: 0, ..Scrape::default() });
         assert!(
@@ -275,6 +278,7 @@ mod tests {
         assert!(text.contains("fairway_gpus{state=\"running\",partition=\"cpu\",qos=\"normal\",account=\"nlp\"} 0\n"));
         assert!(text.contains("fairway_account_norm_shares{account=\"vision\"} 0.6\n"));
         assert!(text.contains("fairway_account_level_fairshare{account=\"vision\"} 0.75\n"));
+        assert!(text.contains("fairway_account_level_fairshare{account=\"nlp\"} +Inf\n"), "{text}");
         assert!(text.contains("fairway_user_fairshare{account=\"vision\",user=\"fw_alice\"} 0.25\n"));
         assert!(!text.contains("fairway_priority_pass"), "no status, no pass metrics");
         assert!(text.ends_with("# EOF\n"));

@@ -78,35 +78,55 @@ pub struct JobTerms {
     pub first: bool,
 }
 
-/// Collects a pass's jobs as the pass reaches them.
+/// Collects a pass's jobs as the pass reaches them. This runs for every pending job
+/// inside the pass, under slurmctld's locks, so it keeps a few numbers per job and no
+/// allocation of its own (partitions are kept once each); [`status`](Self::status)
+/// builds the file's records after the pass, on the status thread.
 #[derive(Debug, Clone)]
 pub struct PassJobs {
     weights: TermWeights,
     max_wait: Option<u64>,
-    jobs: Vec<JobTerms>,
+    partitions: Vec<String>,
+    jobs: Vec<Noted>,
+}
+
+/// One job as noted in the pass: [`JobTerms`] with the partition as an index.
+#[derive(Debug, Clone, Copy)]
+struct Noted {
+    id: u32,
+    partition: usize,
+    eligible_since: i64,
+    predicted_work: f64,
+    deadline: f64,
+    expected_runtime: Option<u64>,
+    runtime_source: Option<RuntimeSource>,
+    starving_for: Option<u64>,
+    first: bool,
 }
 
 impl PassJobs {
     /// A pass under `config`'s terms.
     pub fn new(config: &PriorityConfig) -> Self {
         let weights = TermWeights { predicted_work: config.weight_predicted_work, deadline: config.weight_deadline };
-        Self { weights, max_wait: config.max_wait.map(|w| w.0), jobs: Vec::new() }
+        Self { weights, max_wait: config.max_wait.map(|w| w.0), partitions: Vec::new(), jobs: Vec::new() }
     }
 
-    /// Notes one job and its priority (nothing for a job without terms). Takes the
-    /// input, done with by then, so that its strings move rather than copy: this runs
-    /// for every pending job, inside the pass.
-    pub fn job(&mut self, input: JobInput, out: &JobPriority) {
-        let (Some(t), Some(j)) = (&out.terms, input.terms) else { return };
-        let predicted_work = t.predicted_work * f64::from(self.weights.predicted_work);
-        let deadline = t.deadline * f64::from(self.weights.deadline);
-        self.jobs.push(JobTerms {
+    /// Notes one job and its priority (nothing for a job without terms).
+    pub fn job(&mut self, input: &JobInput, out: &JobPriority) {
+        let (Some(t), Some(j)) = (&out.terms, &input.terms) else { return };
+        let partition = match self.partitions.iter().position(|p| *p == j.partition) {
+            Some(i) => i,
+            None => {
+                self.partitions.push(j.partition.clone());
+                self.partitions.len() - 1
+            }
+        };
+        self.jobs.push(Noted {
             id: input.job_id,
-            partition: j.partition,
+            partition,
             eligible_since: j.eligible_since,
-            predicted_work,
-            deadline,
-            site_bonus: terms::site_bonus_of(predicted_work, deadline),
+            predicted_work: t.predicted_work * f64::from(self.weights.predicted_work),
+            deadline: t.deadline * f64::from(self.weights.deadline),
             expected_runtime: out.expected_runtime,
             runtime_source: out.runtime_source,
             starving_for: t.starving_for,
@@ -116,8 +136,10 @@ impl PassJobs {
 
     /// Ends the pass with the jobs that go first in their partitions.
     pub fn finish(mut self, first: &[(u32, JobPriority)]) -> Self {
-        for j in &mut self.jobs {
-            j.first = first.iter().any(|(id, _)| *id == j.id);
+        if !first.is_empty() {
+            for j in &mut self.jobs {
+                j.first = first.iter().any(|(id, _)| *id == j.id);
+            }
         }
         self
     }
@@ -125,6 +147,23 @@ impl PassJobs {
     /// The status of the pass that started at `started`, took `seconds` and computed
     /// `jobs` priorities, every `calc_period` seconds.
     pub fn status(self, started: i64, seconds: f64, jobs: u64, calc_period: u64) -> Status {
+        let partitions = self.partitions;
+        let jobs_terms = self
+            .jobs
+            .into_iter()
+            .map(|n| JobTerms {
+                id: n.id,
+                partition: partitions[n.partition].clone(),
+                eligible_since: n.eligible_since,
+                predicted_work: n.predicted_work,
+                deadline: n.deadline,
+                site_bonus: terms::site_bonus_of(n.predicted_work, n.deadline),
+                expected_runtime: n.expected_runtime,
+                runtime_source: n.runtime_source,
+                starving_for: n.starving_for,
+                first: n.first,
+            })
+            .collect();
         Status {
             format: FORMAT,
             pass_started: started,
@@ -133,7 +172,7 @@ impl PassJobs {
             calc_period,
             weights: self.weights,
             max_wait: self.max_wait,
-            jobs: self.jobs,
+            jobs: jobs_terms,
         }
     }
 }
@@ -230,10 +269,10 @@ mod tests {
         let mut pass = PassJobs::new(&config);
         let (a, ao) = job(1, 0.5, None);
         let (b, bo) = job(2, 0.25, Some(30));
-        pass.job(a, &ao);
-        pass.job(b, &bo);
+        pass.job(&a, &ao);
+        pass.job(&b, &bo);
         // A job without terms (every term off when it was read) is not published.
-        pass.job(JobInput { job_id: 3, ..JobInput::default() }, &JobPriority::default());
+        pass.job(&JobInput { job_id: 3, ..JobInput::default() }, &JobPriority::default());
         let s = pass.finish(&[(2, bo.clone())]).status(1_000, 0.25, 3, 60);
         assert_eq!(s.jobs.len(), 2);
         assert_eq!((s.job(1).unwrap().predicted_work, s.job(1).unwrap().site_bonus), (500.0, 500));

@@ -1,9 +1,9 @@
 //! Publishing `priority/fairway`'s status after each decay pass
 //! ([`fairway_core::status`]), as `StateSaveLocation/fairway-status.json`.
 //!
-//! The decay thread hands the pass's status over and goes on: a thread of the
-//! publisher's own serializes and writes it (temp, fsync, rename), so the pass, which
-//! holds slurmctld's locks, pays only for noting each job's terms. If a write is still
+//! The decay thread hands the pass's jobs over and goes on: a thread of the publisher's
+//! own builds the status, serializes and writes it (temp, fsync, rename), so the pass,
+//! which holds slurmctld's locks, pays only for noting each job's terms. If a write is still
 //! under way when the next pass ends, the older status is dropped for the newer. The
 //! thread is joined at `fini`, before slurmctld unloads the plugin. The file is 0644, or
 //! 0600 under `PrivateData=jobs` (then only slurmctld's user and root see the terms, as
@@ -19,8 +19,11 @@ use fairway_core::status::{Status, FILE_NAME};
 /// The publishing thread, when started.
 #[derive(Default)]
 pub struct Publisher {
-    running: Mutex<Option<(SyncSender<Status>, JoinHandle<()>)>>,
+    running: Mutex<Option<(SyncSender<Pending>, JoinHandle<()>)>>,
 }
+
+/// A status to build on the publisher's thread.
+pub type Pending = Box<dyn FnOnce() -> Status + Send>;
 
 impl Publisher {
     /// Starts the publishing thread (in slurmctld only: sprio and sshare load the plugin
@@ -31,10 +34,10 @@ impl Publisher {
             return publisher;
         }
         // One status in flight at most: a newer pass replaces an unwritten one.
-        let (tx, rx) = mpsc::sync_channel::<Status>(1);
+        let (tx, rx) = mpsc::sync_channel::<Pending>(1);
         let spawned = std::thread::Builder::new().name("fairway_status".into()).spawn(move || {
-            for status in rx {
-                crate::guard("status write", (), || write(&status));
+            for pending in rx {
+                crate::guard("status write", (), || write(&pending()));
             }
         });
         match spawned {
@@ -44,8 +47,8 @@ impl Publisher {
         publisher
     }
 
-    /// Hands a pass's status to the thread.
-    pub fn publish(&self, status: Status) {
+    /// Hands a pass's status, to be built, to the thread.
+    pub fn publish(&self, status: Pending) {
         if let Some((tx, _)) = lock(&self.running).as_ref() {
             match tx.try_send(status) {
                 Ok(()) | Err(TrySendError::Full(_)) => {}

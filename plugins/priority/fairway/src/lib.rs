@@ -90,7 +90,7 @@ impl Priority for FairwayPriority {
                 let out = pass.job(&input);
                 job.write_priority(&out, knobs.incr_only());
                 record.job(&input, &out);
-                published.job(input, &out);
+                published.job(&input, &out);
                 count += 1;
                 out.priority
             });
@@ -126,7 +126,8 @@ impl Priority for FairwayPriority {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .unwrap_or_else(|| (PassJobs::new(self.terms.state().terms()), 0));
-        self.publisher.publish(jobs.status(pass.started, pass.seconds, count, pass.calc_period));
+        let pass = *pass;
+        self.publisher.publish(Box::new(move || jobs.status(pass.started, pass.seconds, count, pass.calc_period)));
     }
 
     fn fini(&self) {
