@@ -131,6 +131,11 @@ fn summary(c: &Config) -> Vec<String> {
             c.gpu.topology.len(),
             on(js.time.record_prediction)
         ),
+        format!(
+            "[status]     each pass published in StateSaveLocation/{} (for explain and metrics): {}",
+            fairway_core::status::FILE_NAME,
+            on(c.status.publish)
+        ),
     ]
 }
 

@@ -45,7 +45,8 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StatusConfig {
-    /// Write `StateSaveLocation/fairway-status.json` after each pass (default true).
+    /// Write `StateSaveLocation/fairway-status.json` after each pass (default true). Read
+    /// when slurmctld starts (on 22.05, `scontrol reconfigure` does not change it).
     pub publish: bool,
 }
 
