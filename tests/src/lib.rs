@@ -35,3 +35,13 @@ pub fn plugin_dir() -> std::path::PathBuf {
         None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins/test"),
     }
 }
+
+/// The `fairway` command built beside these tests (`make test-slurm` builds it first).
+pub fn fairway_bin() -> String {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let bin = target.join("debug/fairway");
+    assert!(bin.exists(), "{} is missing: cargo build -p fairway-cli", bin.display());
+    bin.display().to_string()
+}

@@ -6,21 +6,10 @@
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use fairway_tests::{free_port, Cluster, ClusterSpec, Slurm};
-
-/// The `fairway` command built beside these tests (`make test-slurm` builds it first).
-fn fairway_bin() -> String {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let bin = target.join("debug/fairway");
-    assert!(bin.exists(), "{} is missing: cargo build -p fairway-cli", bin.display());
-    bin.display().to_string()
-}
+use fairway_tests::{fairway_bin, free_port, Cluster, ClusterSpec, Slurm};
 
 #[test]
 fn explain_says_why_a_job_waits_and_shows_no_one_elses_job() {

@@ -9,6 +9,9 @@ use fairway_tests::{Cluster, ClusterSpec, Slurm};
 /// One 8-GPU node that runs jobs and three like it that never come up, so that
 /// multi-node shapes can be submitted and stay pending.
 const FAIRWAY_TOML: &str = r#"
+[job_submit]
+record_changes = true
+
 [job_submit.qos]
 interactive = "interactive"
 interactive_max_time = "1:00:00"
@@ -104,6 +107,14 @@ fn rules_at_submission() {
     assert_eq!(field(&j, "Switches"), "1@00:05:00", "{j}");
     // The user's text is kept as written, for accounting.
     assert!(j.contains("Comment=fairway: model=70b method=full precision=bf16"), "{j}");
+    // What the rules changed stays with the job (record_changes), for fairway explain.
+    let explained =
+        c.run_as("fw_alice", &fairway_tests::fairway_bin(), &["explain", &id.unwrap().to_string()]).unwrap();
+    assert!(
+        explained.stdout.contains("job_submit/fairway changed it at submission:\n  - 70B full fine-tune"),
+        "{explained:?}"
+    );
+    assert!(explained.stdout.contains("set --nodes=2 --gpus-per-node=h100:8"), "{explained:?}");
     assert!(
         err.contains(
             "sbatch: fairway: 70B full fine-tune in bf16 needs about 1.12 TB (1.02 TiB) of GPU memory; \

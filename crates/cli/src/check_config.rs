@@ -108,12 +108,13 @@ fn summary(c: &Config) -> Vec<String> {
         ),
         format!(
             "[job_submit] {} GPU type(s); default QoS for {tiers} of 3 tiers; {} partition(s) with rules; \
-             checkpoint signal {}; gpu-bind default {}; time=auto margin {}",
+             checkpoint signal {}; gpu-bind default {}; time=auto margin {}; changes recorded in AdminComment: {}",
             js.gpu.len(),
             js.partition.len(),
             js.checkpoint.signal.name,
             if js.binding.gpu_bind.is_empty() { "none" } else { &js.binding.gpu_bind },
             js.time.auto_margin,
+            on(js.record_changes),
         ),
         format!(
             "[preempt]    grace {}..{} (default {}, margin {}); young jobs spared {}; at most {} preemption(s) per job; \

@@ -89,6 +89,7 @@ pub fn explain(a: ExplainArgs) -> anyhow::Result<()> {
         starvation,
         fairway_terms,
         fairway_terms_note,
+        submit_changes: fairway_core::submit::recorded_changes(&get("AdminComment")).unwrap_or_default(),
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&e).context("cannot write JSON")?);

@@ -270,6 +270,9 @@ pub struct Explanation {
     pub fairway_terms: Option<JobTerms>,
     /// Why they are not shown, when a pending job's are not.
     pub fairway_terms_note: Option<String>,
+    /// What job_submit/fairway changed at submission, as recorded in the job's
+    /// AdminComment (`[job_submit] record_changes`).
+    pub submit_changes: Vec<String>,
 }
 
 impl Explanation {
@@ -285,6 +288,12 @@ impl Explanation {
             self.account,
             self.qos
         );
+        if !self.submit_changes.is_empty() {
+            let _ = writeln!(o, "\njob_submit/fairway changed it at submission:");
+            for c in &self.submit_changes {
+                let _ = writeln!(o, "  - {c}");
+            }
+        }
         if let Some(b) = &self.blocker {
             let _ = writeln!(o, "\nwaiting: {} [{}]\n  what to do: {}", b.why, b.reason, b.fix);
         }
@@ -413,8 +422,10 @@ mod tests {
                 ..JobTerms::default()
             }),
             fairway_terms_note: None,
+            submit_changes: vec!["--time=75 (minutes) from the predicted run time of 3600 s plus 25%".into()],
         };
         let text = e.render();
+        assert!(text.contains("job_submit/fairway changed it at submission:\n  - --time=75 (minutes)"), "{text}");
         assert!(text.contains("Fairway's part of site: +750 ="), "{text}");
         assert!(text.contains("500  predicted work (01:00:00 expected, from the mean of your last two"), "{text}");
         assert!(text.contains("250  deadline urgency"), "{text}");

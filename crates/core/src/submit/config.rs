@@ -25,6 +25,10 @@ pub struct JobSubmitConfig {
     pub binding: BindingRules,
     /// `[job_submit.time]`: `time=auto` limits and prediction records.
     pub time: TimeRules,
+    /// Append what the rules changed to the job's AdminComment (`fairway:changed=…`), so
+    /// that `fairway explain` can say it after submission. Off by default: AdminComment is
+    /// the site's, and whoever may see the job sees it.
+    pub record_changes: bool,
 }
 
 /// One GPU type of the hardware catalog.

@@ -292,7 +292,18 @@ pub fn evaluate(cfg: &JobSubmitConfig, site: &Site<'_>, req: &JobRequest, mode: 
         binding(cfg, &mut job, &mut notes)?;
     }
     let predicted = if fill { time_limit(cfg, site, &mut job, directive.as_ref(), &mut notes) } else { None };
+    if fill && cfg.record_changes && !notes.is_empty() {
+        append_admin_comment(&mut job, &format!("{CHANGED}{}", notes.join(CHANGE_SEPARATOR)));
+    }
     Ok(Outcome { job, notes, predicted })
+}
+
+/// Appends `record` to the job's admin comment, after what is there.
+fn append_admin_comment(job: &mut JobRequest, record: &str) {
+    job.admin_comment = Some(match job.admin_comment.take() {
+        Some(a) if !a.is_empty() => format!("{a} {record}"),
+        _ => record.to_string(),
+    });
 }
 
 /// `job_modify` where the job being updated cannot be read (a build against Slurm's
@@ -684,11 +695,7 @@ fn time_limit(
         }
     }
     if cfg.time.record_prediction {
-        let record = format!("{RECORD}{}", predicted.map_or("unknown".into(), |p| p.to_string()));
-        job.admin_comment = Some(match job.admin_comment.take() {
-            Some(a) if !a.is_empty() => format!("{a} {record}"),
-            _ => record,
-        });
+        append_admin_comment(job, &format!("{RECORD}{}", predicted.map_or("unknown".into(), |p| p.to_string())));
     }
     predicted
 }
@@ -696,6 +703,25 @@ fn time_limit(
 /// How a job's predicted run time is recorded in its admin comment
 /// (`[job_submit.time] record_prediction`), followed by the seconds or `unknown`.
 pub const RECORD: &str = "fairway:predicted_runtime=";
+
+/// How the rules' changes to a job are recorded in its admin comment
+/// (`[job_submit] record_changes`), followed by the notes the user saw, separated by
+/// [`CHANGE_SEPARATOR`].
+pub const CHANGED: &str = "fairway:changed=";
+
+/// Between two recorded changes (a note may itself hold `; `).
+pub const CHANGE_SEPARATOR: &str = " | ";
+
+/// The changes recorded in an admin comment (the last record), when there are any: the
+/// text after [`CHANGED`] up to the next `fairway:` record or the end.
+pub fn recorded_changes(admin_comment: &str) -> Option<Vec<String>> {
+    let at = admin_comment.rfind(CHANGED)?;
+    let rest = &admin_comment[at + CHANGED.len()..];
+    let text = rest.find(" fairway:").map_or(rest, |end| &rest[..end]);
+    let notes: Vec<String> =
+        text.split(CHANGE_SEPARATOR).map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect();
+    (!notes.is_empty()).then_some(notes)
+}
 
 /// The predicted run time recorded in an admin comment (the last record, if an
 /// administrator appended text or a job was resubmitted), when there is one.

@@ -375,3 +375,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn changes_are_recorded_in_the_admin_comment_only_when_asked() {
+    let req = JobRequest { partition: Some("a100".into()), ..job("fairway: time=auto") };
+    let o = run_with(&req, &|_| Some(3600)).unwrap();
+    assert!(!o.notes.is_empty());
+    assert_eq!(o.job.admin_comment.as_deref(), Some("fairway:predicted_runtime=3600"), "off by default");
+
+    let cfg = JobSubmitConfig { record_changes: true, ..cfg() };
+    let p = parts();
+    let site = Site { partitions: &p, predict: &|_| Some(3600), now: 0 };
+    let with_note = JobRequest { admin_comment: Some("ticket 42".into()), ..req };
+    let o = evaluate(&cfg, &site, &with_note, Mode::Submit).unwrap();
+    let comment = o.job.admin_comment.clone().unwrap();
+    assert!(comment.starts_with("ticket 42 fairway:predicted_runtime=3600 fairway:changed="), "{comment}");
+    assert_eq!(recorded_changes(&comment), Some(o.notes.clone()), "{comment}");
+    assert_eq!(recorded_prediction(&comment), Some(3600), "the prediction still reads back");
+    // An update changes nothing, so records nothing.
+    let o = evaluate(&cfg, &site, &job(""), Mode::Modify).unwrap();
+    assert_eq!(o.job.admin_comment, None);
+    assert_eq!(
+        recorded_changes("fairway:changed=a; b | c fairway:predicted_runtime=1"),
+        Some(vec!["a; b".into(), "c".into()])
+    );
+    assert_eq!(recorded_changes("ticket 42"), None);
+}
