@@ -110,8 +110,8 @@ pub struct JobRequest {
     pub nodes: Option<u32>,
     /// CPUs requested, when known.
     pub cpus: Option<u32>,
-    /// Submit time, Unix seconds. Hour and weekday features are taken in UTC; trace loaders
-    /// read sites' naive local timestamps as UTC, so there they are the site's local hour.
+    /// Submit time, Unix seconds. Hour and weekday features are taken in UTC, in the
+    /// plugins as in training: `sacct -P` traces' local times are converted (`--tz`).
     pub submit: i64,
 }
 
