@@ -663,3 +663,62 @@ fn slurmd_takes_gpu_topology_from_fairways_gpu_plugin() {
         }
     }
 }
+
+/// `fairway explain` where users meet it: as the owner on the login node, for a job
+/// job_submit/fairway rewrote; and on the controller, where priority/fairway's status
+/// lives, with Fairway's terms one by one (equal to sprio's SITE) and the metrics against
+/// squeue.
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn explain_and_metrics_on_the_docker_cluster() {
+    const FAIRWAY: &str = "/usr/lib/fairway/bin/fairway";
+    let c = cluster();
+    cancel_all(&c);
+    // Pending until its begin time; a plain batch job gets the batch tier's QoS.
+    let job = c.sbatch("fw_alice", &["--begin=now+1hour", "-n", "1", "--wrap=true"]).unwrap();
+    let id = job.to_string();
+    let out = c.run_as("fw_alice", FAIRWAY, &["explain", &id]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    let text = out.stdout;
+    eprintln!("{text}");
+    assert!(text.contains(&format!("job {id}: pending (user fw_alice")), "{text}");
+    assert!(text.contains("[BeginTime]"), "{text}");
+    assert!(text.contains("job_submit/fairway changed it at submission:"), "{text}");
+    assert!(text.contains("\n  - QoS normal (batch tier)"), "{text}");
+    // The login node has no StateSaveLocation: explain says where the terms are.
+    assert!(text.contains("Fairway's terms: not readable here"), "{text}");
+
+    if !c.logs("ctld").contains("priority/fairway: Fairway") {
+        eprintln!("priority/fairway is not built for Slurm {}: no status to read", c.version);
+        cancel_all(&c);
+        return;
+    }
+    let on_ctld = |args: &[&str]| {
+        let mut all = vec![FAIRWAY];
+        all.extend_from_slice(args);
+        c.exec("ctld", &all).unwrap()
+    };
+    let mut terms = serde_json::Value::Null;
+    c.wait_for("a pass publishes the job's terms", Duration::from_secs(150), || {
+        let out = on_ctld(&["explain", &id, "--json"]);
+        terms = serde_json::from_str::<serde_json::Value>(&out.stdout)?["fairway_terms"].clone();
+        Ok(!terms.is_null())
+    })
+    .unwrap();
+    let sprio = c.exec("ctld", &["sprio", "-h", "-j", &id, "-o", "%S"]).unwrap().stdout;
+    assert_eq!(terms["site_bonus"].as_f64(), sprio.trim().parse::<f64>().ok(), "{terms} against sprio's SITE {sprio}");
+    assert!(terms["predicted_work"].as_f64().is_some_and(|p| p > 0.0), "{terms}");
+
+    let metrics = on_ctld(&["metrics"]);
+    assert!(metrics.ok(), "{metrics:?}");
+    let pending =
+        c.exec("ctld", &["squeue", "-h", "-t", "PD", "-A", "vision", "-q", "normal", "-o", "%P"]).unwrap().stdout;
+    let partition = pending.lines().next().unwrap_or_default().trim().to_string();
+    let count = pending.lines().count();
+    let line = format!(
+        "fairway_jobs{{state=\"pending\",partition=\"{partition}\",qos=\"normal\",account=\"vision\"}} {count}\n"
+    );
+    assert!(metrics.stdout.contains(&line), "{line} not in\n{}", metrics.stdout);
+    assert!(metrics.stdout.contains("\nfairway_priority_pass_seconds "), "{}", metrics.stdout);
+    cancel_all(&c);
+}
