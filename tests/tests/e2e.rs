@@ -664,8 +664,8 @@ fn slurmd_takes_gpu_topology_from_fairways_gpu_plugin() {
     }
 }
 
-/// `fairway explain` where users meet it: as the owner on the login node, for a job
-/// job_submit/fairway rewrote; and on the controller, where priority/fairway's status
+/// `fairway explain` where users meet it: as the owner on the login node, for a pending
+/// job job_submit/fairway rewrote; and on the controller, where priority/fairway's status
 /// lives, with Fairway's terms one by one (equal to sprio's SITE) and the metrics against
 /// squeue.
 #[test]
@@ -674,15 +674,18 @@ fn explain_and_metrics_on_the_docker_cluster() {
     const FAIRWAY: &str = "/usr/lib/fairway/bin/fairway";
     let c = cluster();
     cancel_all(&c);
-    // Pending until its begin time; a plain batch job gets the batch tier's QoS.
-    let job = c.sbatch("fw_alice", &["--begin=now+1hour", "-n", "1", "--wrap=true"]).unwrap();
+    // Pending for resources (every node, one of them busy), so eligible and in sprio; a
+    // plain batch job gets the batch tier's QoS.
+    let busy = c.sbatch("fw_bob", &["-p", "debug", "-w", "c1", "-n", "1", "--wrap=sleep 600"]).unwrap();
+    c.wait_job(busy, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    let job = c.sbatch("fw_alice", &["-p", "debug", "-N", "4", "--exclusive", "--wrap=true"]).unwrap();
     let id = job.to_string();
     let out = c.run_as("fw_alice", FAIRWAY, &["explain", &id]).unwrap();
     assert!(out.ok(), "{out:?}");
     let text = out.stdout;
     eprintln!("{text}");
     assert!(text.contains(&format!("job {id}: pending (user fw_alice")), "{text}");
-    assert!(text.contains("[BeginTime]"), "{text}");
+    assert!(text.contains("\nwaiting: "), "{text}");
     assert!(text.contains("job_submit/fairway changed it at submission:"), "{text}");
     assert!(text.contains("\n  - QoS normal (batch tier)"), "{text}");
     // The login node has no StateSaveLocation: explain says where the terms are.

@@ -214,6 +214,7 @@ fn docker(version: &str) -> Result<()> {
         "sshare",
         &["-a", "-l", "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"],
     )?;
+    metrics(&c);
     // slurmctld hands finished jobs to slurmdbd asynchronously.
     c.wait_until("slurmdbd has the jobs", || {
         Ok(c.cmd("sacct", &["-a", "-X", "-n", "-P", "-o", "JobID"])?.stdout.lines().count() >= ids.len())
@@ -234,6 +235,33 @@ fn docker(version: &str) -> Result<()> {
          - stop it: make cluster-down SLURM={version}"
     );
     Ok(())
+}
+
+/// Fairway's metrics on the controller, where priority/fairway's status is: a few series
+/// now, and `fairway serve` left running for Prometheus or curl.
+fn metrics(c: &DockerCluster) {
+    const FAIRWAY: &str = "/usr/lib/fairway/bin/fairway";
+    match c.exec("ctld", &[FAIRWAY, "metrics"]) {
+        Ok(out) if out.ok() => {
+            let keep = ["fairway_jobs", "fairway_gpus", "fairway_account_effective_usage", "fairway_priority_pass"];
+            let lines: Vec<&str> = out.stdout.lines().filter(|l| keep.iter().any(|k| l.starts_with(k))).collect();
+            println!("\n== fairway metrics (on the controller, as root), some series:\n{}", lines.join("\n"));
+        }
+        Ok(out) => println!("\n== fairway metrics: {}", out.stderr.trim()),
+        Err(e) => println!("\n== fairway metrics: {e:#}"),
+    }
+    let Ok(id) = c.container("ctld") else { return };
+    let serve = std::process::Command::new("docker")
+        .args(["exec", "-d", &id, FAIRWAY, "serve", "--listen", "0.0.0.0:9814"])
+        .status();
+    let ip = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", &id])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if serve.is_ok_and(|s| s.success()) && !ip.is_empty() {
+        println!("\nFairway's metrics for Prometheus: curl http://{ip}:9814/metrics (fairway serve on the controller)");
+    }
 }
 
 /// The single-node host cluster with every plugin built for the host's Slurm.
