@@ -113,34 +113,15 @@ fn starvation(slurm_conf: &Path, accrue_time: &str) -> Option<Starvation> {
 }
 
 /// The job's terms at priority/fairway's last pass, from the status it writes in
-/// StateSaveLocation; else why they cannot be shown.
+/// StateSaveLocation; else why they cannot be shown (`explain::fairway_terms` decides).
 fn fairway_terms(id: &str) -> (Option<JobTerms>, Option<String>) {
     let path = match slurm_cmd::state_save_location() {
         Ok(dir) => dir.join(status::FILE_NAME),
         Err(e) => return (None, Some(format!("cannot find StateSaveLocation: {e:#}"))),
     };
-    let s = match Status::read(&path) {
-        Ok(s) => s,
-        Err(e) if e.is_unreadable() => {
-            return (
-                None,
-                Some(format!(
-                    "not readable here ({}): priority/fairway writes them there on the controller after each \
-                     pass, readable by every user unless PrivateData=jobs",
-                    path.display()
-                )),
-            )
-        }
-        Err(e) => return (None, Some(e.to_string())),
-    };
-    let now = jiff::Timestamp::now().as_second();
-    if s.is_stale(now) {
-        let age = config::Seconds((now - s.pass_started).max(0) as u64);
-        return (None, Some(format!("the last pass written is {age} old: is priority/fairway running?")));
-    }
-    match id.parse().ok().and_then(|id| s.job(id)) {
-        Some(t) => (Some(t.clone()), None),
-        None if !s.any_term_on() => (None, Some("every term is off in fairway.toml ([priority])".into())),
-        None => (None, Some("not in the last pass yet (it comes every PriorityCalcPeriod)".into())),
+    let job = id.parse().unwrap_or_default();
+    match explain::fairway_terms(&path, Status::read(&path), job, jiff::Timestamp::now().as_second()) {
+        Ok(t) => (Some(t), None),
+        Err(why) => (None, Some(why)),
     }
 }

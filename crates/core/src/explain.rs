@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::config::Seconds;
-use crate::status::JobTerms;
+use crate::status::{JobTerms, Status, StatusError};
 
 /// `scontrol show job -o` as key → value (values may hold spaces, e.g. `Command=`). A
 /// token is a new key when it looks like one of Slurm's (`Capitalized=`); anything else
@@ -231,6 +231,37 @@ fn limit_words(code: &str) -> String {
     out
 }
 
+/// Job `job`'s terms from the status read at `path` at `now`, or what to tell the user
+/// instead: not readable here (another host, or PrivateData=jobs), stale, every term off,
+/// or not in a pass yet.
+pub fn fairway_terms(
+    path: &std::path::Path,
+    read: Result<Status, StatusError>,
+    job: u32,
+    now: i64,
+) -> Result<JobTerms, String> {
+    let s = match read {
+        Ok(s) => s,
+        Err(e) if e.is_unreadable() => {
+            return Err(format!(
+                "not readable here ({}): priority/fairway writes them there on the controller after each pass, \
+                 readable by every user unless PrivateData=jobs",
+                path.display()
+            ))
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    if s.is_stale(now) {
+        let age = Seconds((now - s.pass_started).max(0) as u64);
+        return Err(format!("the last pass written is {age} old: is priority/fairway running?"));
+    }
+    match s.job(job) {
+        Some(t) => Ok(t.clone()),
+        None if !s.any_term_on() => Err("every term is off in fairway.toml ([priority])".into()),
+        None => Err("not in the last pass yet (it comes every PriorityCalcPeriod)".into()),
+    }
+}
+
 /// The starvation bound, as seen from one job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Starvation {
@@ -432,6 +463,28 @@ mod tests {
         assert!(text.contains("it goes first"), "{text}");
         let hidden = Explanation { fairway_terms: None, fairway_terms_note: Some("not readable here".into()), ..e };
         assert!(hidden.render().contains("Fairway's terms: not readable here"));
+    }
+
+    #[test]
+    fn fairway_terms_from_the_status_or_why_not() {
+        let path = std::path::Path::new("/var/spool/slurmctld/fairway-status.json");
+        let status = Status {
+            format: crate::status::FORMAT,
+            pass_started: 1_000,
+            calc_period: 60,
+            weights: crate::status::TermWeights { predicted_work: 1000, deadline: 0 },
+            jobs: vec![JobTerms { id: 7, site_bonus: 40, ..JobTerms::default() }],
+            ..Status::default()
+        };
+        assert_eq!(fairway_terms(path, Ok(status.clone()), 7, 1_030).unwrap().site_bonus, 40);
+        assert!(fairway_terms(path, Ok(status.clone()), 8, 1_030).unwrap_err().contains("not in the last pass yet"));
+        assert!(fairway_terms(path, Ok(status.clone()), 7, 5_000)
+            .unwrap_err()
+            .contains("is priority/fairway running?"));
+        let off = Status { weights: Default::default(), jobs: Vec::new(), ..status };
+        assert!(fairway_terms(path, Ok(off), 7, 1_030).unwrap_err().contains("every term is off"));
+        let unreadable = Status::read(std::path::Path::new("/nonexistent/fairway-status.json"));
+        assert!(fairway_terms(path, unreadable, 7, 1_030).unwrap_err().starts_with("not readable here"));
     }
 
     #[test]
