@@ -12,7 +12,9 @@ use fairway_core::config::Seconds;
 use fairway_core::predict::LearnedPredictor;
 use fairway_core::preempt::PreemptConfig;
 use fairway_core::topology::Topology;
-use fairway_sim::{Cluster, Metrics, PlacementStats, Policy, PreemptStats, SimConfig, SimPreempt, Simulator, Workload};
+use fairway_sim::{
+    Cluster, Jitter, Metrics, PlacementStats, Policy, PreemptStats, SimConfig, SimPreempt, Simulator, Workload,
+};
 use fairway_trace::synth::{self, SynthConfig};
 use fairway_trace::Format;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -94,6 +96,14 @@ pub struct SimArgs {
     /// prediction could improve its schedule at most (an analysis aid, not a predictor).
     #[arg(long)]
     perfect_prediction: bool,
+    /// Add 0..=N priority points of noise to every job's site factor, the same for every
+    /// policy compared (an analysis aid: how much one job's wait moves when priorities
+    /// change by next to nothing). Drawn per job from --jitter-seed.
+    #[arg(long, default_value_t = 0)]
+    jitter: u32,
+    /// Which noise --jitter draws.
+    #[arg(long, default_value_t = 1, requires = "jitter")]
+    jitter_seed: u64,
     /// QoS priorities, as sacctmgr's `Priority=`: `NAME=PRIORITY` pairs, comma-separated
     /// (the synthetic workload has QoS `high` and `normal`); weighted by --weight-qos.
     #[arg(long, value_delimiter = ',', value_parser = parse_qos_priority, requires = "weight_qos")]
@@ -284,6 +294,7 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         base.fairway = config.priority;
     }
     base.perfect_prediction = a.perfect_prediction;
+    base.jitter = (a.jitter > 0).then_some(Jitter { seed: a.jitter_seed, points: a.jitter });
     if !a.preempt.is_empty() {
         base.preempt = Some(SimPreempt {
             pairs: a.preempt.clone(),

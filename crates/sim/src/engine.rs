@@ -249,7 +249,7 @@ impl<'a> Simulator<'a> {
             has_assoc: true,
             qos_priority,
             qos_norm_priority,
-            site_factor: NICE_OFFSET,
+            site_factor: NICE_OFFSET + self.cfg.jitter.map_or(0, |n| n.points_for(j)),
             nice: NICE_OFFSET,
             ..JobInput::default()
         }

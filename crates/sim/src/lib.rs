@@ -141,6 +141,34 @@ pub struct SimConfig {
     /// Fairway "predicts" each job's true run time: what better prediction could buy at
     /// most. An analysis aid; the plugins have no such oracle.
     pub perfect_prediction: bool,
+    /// Noise for measuring how chaotic a schedule is: each job's site factor gets
+    /// 0..=`points` more, drawn from (`seed`, job) alone, so two policies run with the same
+    /// jitter see the same noise. An analysis aid, as [`SimConfig::perfect_prediction`]:
+    /// it tells a policy's effect from the butterfly effects any tiny change has on one
+    /// job's wait (`bench/sim-sweep.sh`).
+    pub jitter: Option<Jitter>,
+}
+
+/// See [`SimConfig::jitter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Jitter {
+    /// Which noise: the same seed gives every job the same points.
+    pub seed: u64,
+    /// At most this many priority points per job.
+    pub points: u32,
+}
+
+impl Jitter {
+    /// Job `j`'s points: a splitmix64 draw of (seed, j), so reproducible and uncorrelated
+    /// with anything about the job.
+    pub fn points_for(&self, j: usize) -> u32 {
+        let mut z = self.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (j as u64);
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z % (u64::from(self.points) + 1)) as u32
+    }
 }
 
 /// Fair share weight of [`SimConfig::default`]; Fairway's predicted-work weight is twice it.
@@ -175,6 +203,7 @@ impl Default for SimConfig {
             preempt: None,
             qos_priority: Vec::new(),
             perfect_prediction: false,
+            jitter: None,
         }
     }
 }

@@ -2,7 +2,7 @@ use fairway_trace::synth::{generate, SynthConfig};
 use fairway_trace::{Job, JobState};
 
 use super::*;
-use crate::SimPreempt;
+use crate::{Jitter, SimPreempt};
 use fairway_core::multifactor;
 
 #[allow(clippy::too_many_arguments)] // a table row of the hand-made traces
@@ -575,4 +575,27 @@ fn the_longest_starving_job_goes_first_and_the_rest_keep_their_usual_order() {
     let unbounded = sim(None);
     assert_eq!((unbounded[2].1, unbounded[3].1), (1000, 1000), "{unbounded:?}");
     assert_eq!(unbounded[1].1, 1100, "{unbounded:?}");
+}
+
+#[test]
+fn jitter_is_the_same_noise_for_every_policy_and_stays_within_its_points() {
+    let n = Jitter { seed: 7, points: 10 };
+    let draws: Vec<u32> = (0..1000).map(|j| n.points_for(j)).collect();
+    assert!(draws.iter().all(|&p| p <= 10));
+    assert!((0..=10).all(|p| draws.contains(&p)), "every value drawn");
+    assert_eq!(draws, (0..1000).map(|j| n.points_for(j)).collect::<Vec<_>>(), "reproducible");
+    let other: Vec<u32> = (0..1000).map(|j| Jitter { seed: 8, ..n }.points_for(j)).collect();
+    assert_ne!(draws, other, "another seed, another noise");
+
+    // It adds to the site factor, so to multifactor's sum, by exactly the job's points.
+    let cluster = Cluster::uniform(1, 8);
+    let trace = vec![job("a", 0, 600, 7200, 8, 1, "u", "a"), job("b", 0, 600, 7200, 8, 1, "v", "a")];
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let plain = Simulator::new(&w, &cluster, SimConfig::default());
+    let noisy = Simulator::new(&w, &cluster, SimConfig { jitter: Some(n), ..SimConfig::default() });
+    for j in 0..2 {
+        let (a, b) = (plain.job_input(j, 100), noisy.job_input(j, 100));
+        assert_eq!(b.site_factor - a.site_factor, n.points_for(j));
+        assert_eq!(JobInput { site_factor: a.site_factor, ..b }, a);
+    }
 }
