@@ -167,20 +167,23 @@ fn predicted_work_cannot_be_talked_down() {
     node("RESUME");
 
     // Attack 2: decoys under the long limit itself, then a job that runs far longer than
-    // they did (ranked as 1 s, it runs 75 s).
-    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=sleep 1"]);
-    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=sleep 1"]);
-    done("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=sleep 75"]);
+    // they did (ranked as 1 s, it runs 75 s). Every ranking of the user is then raised by
+    // that overrun (75x), which takes a 10-minute job to its limit: 1000 / (1 + 1/6) = 857.
+    // (A real attack's long job outlives a 1 s rank by days, which reaches any limit.)
+    let eval_limit = 1000.0 / (1.0 + 600.0 / 3600.0);
+    done("fw_alice", &["-J", "eval", "-t", "10", "--wrap=sleep 1"]);
+    done("fw_alice", &["-J", "eval", "-t", "10", "--wrap=sleep 1"]);
+    done("fw_alice", &["-J", "eval", "-t", "10", "--wrap=sleep 75"]);
     // An honest user's history still counts.
-    done("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=sleep 1"]);
-    done("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=sleep 1"]);
+    done("fw_bob", &["-J", "eval", "-t", "10", "--wrap=sleep 1"]);
+    done("fw_bob", &["-J", "eval", "-t", "10", "--wrap=sleep 1"]);
 
     node("DRAIN");
-    let eval = c.sbatch("fw_alice", &["-J", "eval", "-t", "2-0", "--wrap=true"]).unwrap();
-    let honest = c.sbatch("fw_bob", &["-J", "eval", "-t", "2-0", "--wrap=true"]).unwrap();
+    let eval = c.sbatch("fw_alice", &["-J", "eval", "-t", "10", "--wrap=true"]).unwrap();
+    let honest = c.sbatch("fw_bob", &["-J", "eval", "-t", "10", "--wrap=true"]).unwrap();
     assert!(
-        (site(eval) - ranked_by_limit).abs() <= 1.0,
-        "a user whose job outlived its rank of about a second kept the rank: SITE {}",
+        (site(eval) - eval_limit).abs() <= 1.0,
+        "a user whose job outlived its rank of about a second kept the rank: SITE {} (ranked by its limit: {eval_limit:.0})",
         site(eval)
     );
     assert!(site(honest) > 900.0, "an honest history lost its rank: SITE {}", site(honest));

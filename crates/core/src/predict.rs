@@ -91,6 +91,10 @@ pub struct RuntimePredictor {
     /// [`GROSS_OVERRUN`] times it), oldest first.
     #[serde(default)]
     overruns: HashMap<u32, VecDeque<u8>>,
+    /// Per user, run time over ranking of the same jobs as `overruns` (files from before
+    /// it existed have none: such users are ranked by their limits, as then).
+    #[serde(default)]
+    overrun_ratios: HashMap<u32, VecDeque<f32>>,
     /// Per key, when it last ran (a count of recorded runs), for eviction.
     #[serde(default)]
     last_ran: HashMap<String, u64>,
@@ -129,12 +133,14 @@ pub fn predict_runtime(history: &RuntimePredictor, model: Option<&LearnedPredict
 /// typical run time when a model is loaded, else the mean of the last two runs of its key
 /// that had a comparable limit ([`RuntimePredictor::predict_comparable`]). A user whose
 /// jobs keep outliving their ranking ([`RuntimePredictor::overruns_too_often`]) is ranked
-/// by the time limit, as a job without history is.
+/// up by as much as their recent jobs outlived it, up to the time limit ([`Penalty`]).
 ///
 /// Why: the term rewards a short prediction, and history is the user's to write. Tiny
 /// decoy jobs of the same name and GPU count would otherwise make a week-long job look
 /// like a second: decoys with a short limit do not count for a long one, and decoys
-/// with the long limit cost the user the term once the long job overruns.
+/// with the long limit cost the user the term once the long job overruns. Users whose run
+/// times merely vary keep an order among their jobs: dropping all of them to the limit
+/// cost up to a fifth of mean JCT on a trace without limits (openb in `bench/sim-sweep.sh`).
 pub fn expected_runtime(history: &RuntimePredictor, model: Option<&LearnedPredictor>, req: &JobRequest) -> Option<u64> {
     expected_runtime_from(history, model, req).map(|(secs, _)| secs)
 }
@@ -145,13 +151,40 @@ pub fn expected_runtime_from(
     model: Option<&LearnedPredictor>,
     req: &JobRequest,
 ) -> Option<(u64, RuntimeSource)> {
-    if history.overruns_too_often(req.key.user) {
-        return req.time_limit.map(|l| (l, RuntimeSource::LimitAfterOverruns));
-    }
-    match model {
+    let ranked = || match model {
         Some(m) => Some((m.typical(history, req), RuntimeSource::Model)),
         None => history.predict_comparable_from(&req.key, req.time_limit),
+    };
+    match history.overrun_penalty(req.key.user) {
+        Penalty::None => ranked(),
+        Penalty::Limit => req.time_limit.map(|l| (l, RuntimeSource::LimitAfterOverruns)),
+        Penalty::Scale(f) => {
+            let (p, source) = ranked()?;
+            let scaled = (p as f64 * f64::from(f)).ceil().min(u64::MAX as f64) as u64;
+            match req.time_limit {
+                Some(l) if scaled >= l => Some((l, RuntimeSource::LimitAfterOverruns)),
+                _ if source == RuntimeSource::TimeLimit => Some((p, source)),
+                _ => Some((scaled, RuntimeSource::ScaledAfterOverruns)),
+            }
+        }
     }
+}
+
+/// What a user's recent overruns cost their ranking ([`RuntimePredictor::overrun_penalty`]).
+///
+/// A decoy attack ends in a job that outlives its rank by its whole length over the
+/// decoys' (a week over a second): scaled by that, every ranking of the user reaches their
+/// limit. A user whose run times merely vary keeps the order among their own jobs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Penalty {
+    /// Their jobs run as ranked.
+    None,
+    /// More than a quarter of their recent jobs outlived their ranking, or one by more
+    /// than [`GROSS_OVERRUN`] times: rankings are multiplied by the most one of them
+    /// outlived it (and capped by the limit).
+    Scale(f32),
+    /// As `Scale`, for history saved before the ratios were kept: ranked by the limit.
+    Limit,
 }
 
 /// Where the run time a job is ranked by came from.
@@ -167,6 +200,9 @@ pub enum RuntimeSource {
     TimeLimit,
     /// The job's time limit, because the user's jobs keep outliving their predictions.
     LimitAfterOverruns,
+    /// The prediction, raised because the user's jobs keep outliving their predictions
+    /// ([`Penalty::Scale`]).
+    ScaledAfterOverruns,
     /// Given by the caller (the simulator's cached or perfect predictions).
     Given,
 }
@@ -178,6 +214,7 @@ impl std::fmt::Display for RuntimeSource {
             Self::Model => "the learned model",
             Self::TimeLimit => "the time limit (no comparable run yet)",
             Self::LimitAfterOverruns => "the time limit (your recent jobs outlived their predictions)",
+            Self::ScaledAfterOverruns => "the prediction, raised as far as your recent jobs outlived theirs",
             Self::Given => "given",
         })
     }
@@ -250,7 +287,22 @@ impl RuntimePredictor {
     /// [`GROSS_OVERRUN`] times: their history no longer earns them a rank
     /// ([`expected_runtime`]) until their jobs run as predicted again.
     pub fn overruns_too_often(&self, user: u32) -> bool {
-        self.overruns.get(&user).is_some_and(|o| o.contains(&2) || o.iter().filter(|&&x| x > 0).count() * 4 > o.len())
+        self.overrun_penalty(user) != Penalty::None
+    }
+
+    /// What `user`'s recent overruns cost their ranking: nothing while at most a quarter
+    /// of their recent jobs outlived it and none grossly; else the ranking times the most
+    /// one of them outlived it (the time limit when the ratios are unknown, in files from
+    /// before they were kept).
+    pub fn overrun_penalty(&self, user: u32) -> Penalty {
+        let Some(o) = self.overruns.get(&user) else { return Penalty::None };
+        if !o.contains(&2) && o.iter().filter(|&&x| x > 0).count() * 4 <= o.len() {
+            return Penalty::None;
+        }
+        match self.overrun_ratios.get(&user).filter(|r| r.len() == o.len()) {
+            Some(r) => Penalty::Scale(r.iter().copied().fold(1.0, f32::max)),
+            None => Penalty::Limit,
+        }
     }
 
     /// Notes, before `runtime` is recorded, whether a job ranked from history outlived
@@ -268,6 +320,12 @@ impl RuntimePredictor {
         o.push_back(outcome);
         while o.len() > USER_OUTCOMES {
             o.pop_front();
+        }
+        let n = o.len();
+        let ratios = self.overrun_ratios.entry(key.user).or_default();
+        ratios.push_back((r / ranked.max(1.0)) as f32);
+        while ratios.len() > n {
+            ratios.pop_front();
         }
     }
 
@@ -469,6 +527,48 @@ mod tests {
         learn(&mut q, &key(), 1000, None);
         learn(&mut q, &key(), 1249 + 60, None);
         assert!(!q.overruns_too_often(key().user));
+    }
+
+    #[test]
+    fn a_user_whose_run_times_vary_is_ranked_up_by_their_overruns_not_to_the_limit() {
+        let mut p = RuntimePredictor::default();
+        let week = Some(7 * 86_400);
+        let long = JobKey { name: "long".into(), ..key() };
+        // Runs of about an hour that now and then take three.
+        for rt in [3600, 3600, 3 * 3600, 3600, 3 * 3600, 3600, 3600] {
+            learn(&mut p, &key(), rt, week);
+        }
+        learn(&mut p, &long, 10 * 3600, week);
+        learn(&mut p, &long, 10 * 3600, week);
+        let f = match p.overrun_penalty(key().user) {
+            Penalty::Scale(f) => f,
+            other => panic!("{other:?}"),
+        };
+        // The most one of them outlived its ranking: 3 h against the 2 h mean of the last two.
+        assert!((1.4..=3.0).contains(&f), "{f}");
+        let rank = |k: &JobKey| {
+            let req = JobRequest { key: k.clone(), time_limit: week, nodes: None, cpus: None, submit: 0 };
+            expected_runtime_from(&p, None, &req).unwrap()
+        };
+        let (short, source) = rank(&key());
+        assert_eq!(source, RuntimeSource::ScaledAfterOverruns);
+        assert!(short > 3600 && short < 7 * 86_400, "{short}");
+        assert!(rank(&long).0 > short, "their own jobs keep their order");
+    }
+
+    #[test]
+    fn history_saved_before_the_ratios_were_kept_ranks_an_overrunning_user_by_the_limit() {
+        let mut p = RuntimePredictor::default();
+        let week = Some(7 * 86_400);
+        for rt in [1, 1, 86_400] {
+            learn(&mut p, &key(), rt, week);
+        }
+        let mut json = serde_json::to_value(&p).unwrap();
+        json.as_object_mut().unwrap().remove("overrun_ratios");
+        let old: RuntimePredictor = serde_json::from_value(json).unwrap();
+        assert_eq!(old.overrun_penalty(key().user), Penalty::Limit);
+        let req = JobRequest { key: key(), time_limit: week, nodes: None, cpus: None, submit: 0 };
+        assert_eq!(expected_runtime_from(&old, None, &req), Some((7 * 86_400, RuntimeSource::LimitAfterOverruns)));
     }
 
     #[test]

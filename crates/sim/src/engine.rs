@@ -116,8 +116,8 @@ pub struct Simulator<'a> {
     key_version: Vec<u32>,
     /// Bumped when any job ends: a learned model also reads the user's history.
     history_version: u32,
-    /// Bumped when a user starts or stops being ranked by their limits
-    /// (`RuntimePredictor::overruns_too_often`): every key of theirs changes (rare).
+    /// Bumped when a user's overrun penalty changes (`RuntimePredictor::overrun_penalty`):
+    /// every key of theirs changes.
     penalty_epoch: u32,
     acct_running: Vec<u64>,
     acct_pending: Vec<u64>,
@@ -473,9 +473,9 @@ impl<'a> Simulator<'a> {
         let job = &self.w.jobs[j];
         self.end[j] = Some(now);
         let user = job.request.key.user;
-        let penalised = self.predictor.overruns_too_often(user);
+        let penalty = self.predictor.overrun_penalty(user);
         fairway_core::predict::learn(&mut self.predictor, &job.request.key, job.runtime, job.request.time_limit);
-        if self.predictor.overruns_too_often(user) != penalised {
+        if self.predictor.overrun_penalty(user) != penalty {
             self.penalty_epoch = self.penalty_epoch.wrapping_add(1);
         }
         self.key_version[job.key_id] = self.key_version[job.key_id].wrapping_add(1);
