@@ -35,17 +35,34 @@ fn slurmd_g(fairway_toml: &str) -> (bool, String) {
 
 /// [`slurmd_g`] with this `NodeName=` line's hardware and more slurmd arguments.
 fn slurmd_g_on(fairway_toml: &str, node: &str, args: &[&str]) -> (bool, String) {
+    slurmd_g_with(fairway_toml, node, args, Toml::BesideSlurmConf)
+}
+
+/// Where [`slurmd_g_with`] puts `fairway.toml`.
+#[derive(PartialEq)]
+enum Toml {
+    /// Beside `slurm.conf`, as on a node with local configuration files.
+    BesideSlurmConf,
+    /// `slurm.conf` and `gres.conf` in a `conf-cache` directory, as configless slurmd
+    /// keeps slurmctld's, and `fairway.toml` (with the topology files) elsewhere, named
+    /// by `FAIRWAY_CONF` when `named` is true.
+    Configless { named: bool },
+}
+
+fn slurmd_g_with(fairway_toml: &str, node: &str, args: &[&str], toml: Toml) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+    let site = dir.path();
+    let d = &if toml == Toml::BesideSlurmConf { site.to_path_buf() } else { site.join("conf-cache") };
+    std::fs::create_dir_all(d).unwrap();
     let plugins = fairway_tests::plugin_dir();
     assert!(plugins.join("gpu_nvml.so").exists(), "no gpu_nvml.so in {}: run make plugins", plugins.display());
     stand_in_nvml(&d.join("stub"));
     let host = host();
     let host = host.as_str();
-    std::fs::create_dir_all(d.join("topology")).unwrap();
+    std::fs::create_dir_all(site.join("topology")).unwrap();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for f in ["dgx-h100.toml", "a100-pcie-mig.toml"] {
-        std::fs::copy(repo.join("config/topology").join(f), d.join("topology").join(f)).unwrap();
+        std::fs::copy(repo.join("config/topology").join(f), site.join("topology").join(f)).unwrap();
     }
     std::fs::write(
         d.join("slurm.conf"),
@@ -59,14 +76,14 @@ fn slurmd_g_on(fairway_toml: &str, node: &str, args: &[&str]) -> (bool, String) 
     )
     .unwrap();
     std::fs::write(d.join("gres.conf"), "AutoDetect=nvml\n").unwrap();
-    std::fs::write(d.join("fairway.toml"), fairway_toml.replace("HOST", host)).unwrap();
-    let out = Command::new("slurmd")
-        .arg("-G")
-        .args(args)
-        .env("SLURM_CONF", d.join("slurm.conf"))
-        .env("LD_LIBRARY_PATH", d.join("stub"))
-        .output()
-        .unwrap();
+    std::fs::write(site.join("fairway.toml"), fairway_toml.replace("HOST", host)).unwrap();
+    let mut slurmd = Command::new("slurmd");
+    slurmd.arg("-G").args(args).env("SLURM_CONF", d.join("slurm.conf")).env("LD_LIBRARY_PATH", d.join("stub"));
+    slurmd.env_remove("FAIRWAY_CONF");
+    if toml == (Toml::Configless { named: true }) {
+        slurmd.env("FAIRWAY_CONF", site.join("fairway.toml"));
+    }
+    let out = slurmd.output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), text)
 }
@@ -89,6 +106,24 @@ fn slurmd_takes_cores_and_links_from_the_topology_file() {
         for want in [format!("File={}", g.file), format!("Cores={}", g.cores), format!("Links={}", g.links)] {
             assert!(line.split_whitespace().any(|f| f == want), "GPU {i}: no {want} in {line}");
         }
+    }
+}
+
+/// Configless Slurm sends slurmd only Slurm's own files: `fairway.toml` is not beside
+/// the cached `slurm.conf`. The plugin then reads `/etc/slurm/fairway.toml` (absent on a
+/// test host: it says where it looked) or the file `FAIRWAY_CONF` names.
+#[test]
+fn a_configless_slurmd_reads_fairway_toml_from_fairway_conf_or_etc_slurm() {
+    let toml = "[gpu.topology]\n\"HOST\" = \"topology/dgx-h100.toml\"\n";
+    let node = "Sockets=2 CoresPerSocket=56 ThreadsPerCore=1 Gres=gpu:h100:8";
+    let (ok, out) = slurmd_g_with(toml, node, &[], Toml::Configless { named: true });
+    assert!(ok, "{out}");
+    assert!(out.contains("8 GPU(s) from ") && out.contains("/topology/dgx-h100.toml"), "{out}");
+    assert!(out.lines().any(|l| l.contains(" Index=7 ") && l.contains("Links=")), "{out}");
+    if !Path::new("/etc/slurm/fairway.toml").exists() {
+        let (ok, out) = slurmd_g_with(toml, node, &[], Toml::Configless { named: false });
+        assert!(ok, "{out}");
+        assert!(out.contains("/etc/slurm/fairway.toml gives this node no [gpu.topology] file"), "{out}");
     }
 }
 

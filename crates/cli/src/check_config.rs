@@ -18,7 +18,8 @@ use crate::Invalid;
 
 #[derive(Args)]
 pub struct CheckConfigArgs {
-    /// The fairway.toml to check [default: beside slurm.conf].
+    /// The fairway.toml to check [default: $FAIRWAY_CONF, else beside slurm.conf, else
+    /// /etc/slurm/fairway.toml where slurm.conf is a configless cache].
     #[arg(long)]
     file: Option<PathBuf>,
     /// slurm.conf whose directory holds fairway.toml [default: $SLURM_CONF or /etc/slurm/slurm.conf].
@@ -31,7 +32,7 @@ pub struct CheckConfigArgs {
 
 /// Runs the checks; `Ok` when nothing is wrong, warnings included.
 pub fn check_config(a: CheckConfigArgs) -> anyhow::Result<()> {
-    let path = a.file.unwrap_or_else(|| config::path_beside(&a.slurm_conf));
+    let path = a.file.unwrap_or_else(|| config::locate_from_env(&a.slurm_conf));
     let config = match Config::load(&path) {
         Ok(Some(c)) => {
             println!("{}: valid", path.display());

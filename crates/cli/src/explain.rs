@@ -20,8 +20,8 @@ pub struct ExplainArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-    /// slurm.conf beside which fairway.toml is read (for max_wait) [default: $SLURM_CONF
-    /// or /etc/slurm/slurm.conf].
+    /// slurm.conf beside which fairway.toml is read (for max_wait; $FAIRWAY_CONF names it
+    /// instead) [default: $SLURM_CONF or /etc/slurm/slurm.conf].
     #[arg(long, env = "SLURM_CONF", default_value = "/etc/slurm/slurm.conf")]
     slurm_conf: PathBuf,
 }
@@ -103,7 +103,7 @@ pub fn explain(a: ExplainArgs) -> anyhow::Result<()> {
 /// (its AccrueTime, as Fairway counts it). None without a bound, or when fairway.toml
 /// cannot be read (it is SlurmUser's; a user may not see it).
 fn starvation(slurm_conf: &Path, accrue_time: &str) -> Option<Starvation> {
-    let cfg = Config::load(&config::path_beside(slurm_conf)).ok().flatten()?;
+    let cfg = Config::load(&config::locate_from_env(slurm_conf)).ok().flatten()?;
     let max_wait = cfg.priority.max_wait?.0;
     // scontrol prints local time without a zone.
     let dt: jiff::civil::DateTime = accrue_time.parse().ok()?;

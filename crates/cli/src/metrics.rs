@@ -18,8 +18,8 @@ use crate::slurm_cmd;
 
 #[derive(Args)]
 pub struct MetricsArgs {
-    /// slurm.conf beside which fairway.toml is read (for the calibration file)
-    /// [default: $SLURM_CONF or /etc/slurm/slurm.conf].
+    /// slurm.conf beside which fairway.toml is read (for the calibration file;
+    /// $FAIRWAY_CONF names it instead) [default: $SLURM_CONF or /etc/slurm/slurm.conf].
     #[arg(long, env = "SLURM_CONF", default_value = "/etc/slurm/slurm.conf")]
     slurm_conf: PathBuf,
 }
@@ -47,7 +47,7 @@ fn scrape(a: &MetricsArgs) -> anyhow::Result<String> {
     // Both files are optional: no status before priority/fairway's first pass (or under
     // another priority plugin), no calibration without a learned model.
     let status = Status::read(&state.join(status::FILE_NAME)).ok();
-    let calibration = Config::load(&config::path_beside(&a.slurm_conf))
+    let calibration = Config::load(&config::locate_from_env(&a.slurm_conf))
         .ok()
         .flatten()
         .and_then(|c| OnlineCalibration::load(&state.join(&c.predictor.calibration_file)).ok().flatten());

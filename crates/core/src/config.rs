@@ -22,6 +22,43 @@ pub fn path_beside(slurm_conf: &Path) -> PathBuf {
     slurm_conf.parent().unwrap_or_else(|| Path::new("/")).join(FILE_NAME)
 }
 
+/// The environment variable that names `fairway.toml` itself, wherever `slurm.conf` is
+/// (e.g. in a systemd drop-in for slurmd).
+pub const ENV_PATH: &str = "FAIRWAY_CONF";
+
+/// Where `fairway.toml` is looked for when `slurm.conf` came from slurmctld (configless
+/// Slurm): the configuration directory of Debian's Slurm packages, where it would be
+/// beside a local `slurm.conf`.
+pub const CONFIGLESS_DIR: &str = "/etc/slurm";
+
+/// Whether `slurm_conf` is a copy fetched from slurmctld (configless Slurm): slurmd's
+/// `<SlurmdSpoolDir>/conf-cache/`, or `/run/slurm/conf/` (its link, and sackd's on
+/// login nodes). slurmctld sends only Slurm's own files (`slurm.conf`, `gres.conf`,
+/// `topology.conf`, ... and what they `Include`), so `fairway.toml` is never there.
+pub fn in_configless_cache(slurm_conf: &Path) -> bool {
+    slurm_conf.parent().and_then(Path::file_name).is_some_and(|d| d == "conf-cache")
+        || slurm_conf.starts_with("/run/slurm/conf")
+}
+
+/// The `fairway.toml` of a process whose `slurm.conf` is `slurm_conf`: `explicit` (the
+/// value of [`ENV_PATH`]) when set; else the file beside `slurm.conf`, unless that is a
+/// configless cache without one: then the one in [`CONFIGLESS_DIR`].
+pub fn locate(slurm_conf: &Path, explicit: Option<&std::ffi::OsStr>) -> PathBuf {
+    if let Some(p) = explicit.filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let beside = path_beside(slurm_conf);
+    if in_configless_cache(slurm_conf) && !beside.exists() {
+        return Path::new(CONFIGLESS_DIR).join(FILE_NAME);
+    }
+    beside
+}
+
+/// [`locate`] with this process's environment.
+pub fn locate_from_env(slurm_conf: &Path) -> PathBuf {
+    locate(slurm_conf, std::env::var_os(ENV_PATH).as_deref())
+}
+
 /// The whole of `fairway.toml`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -346,6 +383,28 @@ mod tests {
     fn syntax_error_has_a_position() {
         let i = invalid("[priority\nweight_deadline = 5\n");
         assert_eq!(i.line, 1);
+    }
+
+    #[test]
+    fn a_configless_slurmd_finds_fairway_toml_in_etc_slurm() {
+        use std::ffi::OsStr;
+        let cache = Path::new("/var/spool/slurmd/conf-cache/slurm.conf");
+        assert!(in_configless_cache(cache));
+        assert!(in_configless_cache(Path::new("/run/slurm/conf/slurm.conf")));
+        assert!(!in_configless_cache(Path::new("/etc/slurm/slurm.conf")));
+        assert_eq!(locate(cache, None), Path::new("/etc/slurm/fairway.toml"));
+        assert_eq!(locate(Path::new("/srv/slurm/slurm.conf"), None), Path::new("/srv/slurm/fairway.toml"));
+        // FAIRWAY_CONF wins everywhere; an empty value counts as unset.
+        let mine = OsStr::new("/opt/site/fairway.toml");
+        assert_eq!(locate(cache, Some(mine)), Path::new("/opt/site/fairway.toml"));
+        assert_eq!(locate(Path::new("/etc/slurm/slurm.conf"), Some(mine)), Path::new("/opt/site/fairway.toml"));
+        assert_eq!(locate(cache, Some(OsStr::new(""))), Path::new("/etc/slurm/fairway.toml"));
+        // A cache that holds one after all: that one.
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("conf-cache");
+        std::fs::create_dir(&cache).unwrap();
+        std::fs::write(cache.join(FILE_NAME), "").unwrap();
+        assert_eq!(locate(&cache.join("slurm.conf"), None), cache.join(FILE_NAME));
     }
 
     #[test]

@@ -70,9 +70,11 @@ pub fn slurm_conf_path() -> PathBuf {
     paths().slurm_conf
 }
 
-/// `fairway.toml` beside `slurm.conf`.
+/// `fairway.toml`: `$FAIRWAY_CONF`, else beside `slurm.conf`, else (configless Slurm,
+/// where `slurm.conf` is slurmd's cache of slurmctld's) `/etc/slurm/fairway.toml`
+/// ([`config::locate`]).
 pub fn fairway_toml_path() -> PathBuf {
-    config::path_beside(&slurm_conf_path())
+    config::locate_from_env(&slurm_conf_path())
 }
 
 /// Loads `fairway.toml`, logging where it came from. A missing file yields defaults.
