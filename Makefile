@@ -15,7 +15,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz clean
+.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz fuzz-long clean
 
 ## build-deps: what building needs and nothing more (Slurm headers, libclang, the configured
 ## Slurm source tree): no daemon, no user; safe on a production controller
@@ -153,10 +153,14 @@ bench-submit: plugins-release
 	$(CARGO) build --release -p fairway-bench
 	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/release target/release/fairway-bench-submit 1000 5 100
 
-## fuzz: the directive parser and rule engine, and fairway.toml, FUZZ_SECS each (needs nightly and cargo-fuzz)
+## fuzz: every fuzz target for FUZZ_SECS each (needs nightly and cargo-fuzz)
 FUZZ_SECS ?= 180
 fuzz:
-	cd fuzz && for t in submit_rules fairway_toml; do cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECS) -print_final_stats=1; done
+	cd fuzz && for t in submit_rules fairway_toml topology state_files traces; do cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECS) -print_final_stats=1; done
+
+## fuzz-long: every fuzz target for FUZZ_RUNS executions (10 million), report in bench/results/fuzz.md (hours; not in CI)
+fuzz-long:
+	bash scripts/fuzz-long.sh
 
 ## bench-priority: priority recalculation, fairway vs multifactor (minutes; not a test)
 bench-priority: plugins-release

@@ -435,10 +435,15 @@ impl RuntimePredictor {
     pub fn load(path: &Path) -> Result<Self, PredictError> {
         let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
         match std::fs::read(path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| err(e.to_string())),
+            Ok(b) => Self::from_json(&b).map_err(err),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(err(e.to_string())),
         }
+    }
+
+    /// History from the bytes of a saved file ([`load`](Self::load) without the file).
+    pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
     }
 
     /// Saves history whole and private ([`crate::state_file::write_atomic`]).

@@ -361,16 +361,21 @@ impl LearnedPredictor {
     pub fn load(path: &Path) -> Result<Self, PredictError> {
         let err = |msg: String| PredictError::File { path: path.display().to_string(), msg };
         let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-        let model: Self = serde_json::from_slice(&bytes).map_err(|e| err(e.to_string()))?;
+        Self::from_json(&bytes).map_err(err)
+    }
+
+    /// A model from the bytes of a saved file ([`load`](Self::load) without the file).
+    pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
+        let model: Self = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         if model.format != FORMAT || model.features != FEATURE_NAMES {
-            return Err(err(format!(
+            return Err(format!(
                 "model format {} with features {:?}; this build reads format {FORMAT} with {:?}: \
                  retrain it with `fairway predict train`",
                 model.format, model.features, FEATURE_NAMES
-            )));
+            ));
         }
         if !model.calibration.is_valid() {
-            return Err(err("calibration offsets do not match their ranges: retrain the model".into()));
+            return Err("calibration offsets do not match their ranges: retrain the model".into());
         }
         Ok(model)
     }

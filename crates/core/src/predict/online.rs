@@ -147,20 +147,21 @@ impl OnlineCalibration {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
+        Self::from_json(&bytes).map(Some).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// A state from the bytes of a saved file ([`load`](Self::load) without the file).
+    pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
         let value: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| format!("{}: not a calibration state: {e}", path.display()))?;
+            serde_json::from_slice(bytes).map_err(|e| format!("not a calibration state: {e}"))?;
         match value.get("format").and_then(serde_json::Value::as_u64) {
             Some(f) if f == u64::from(ONLINE_FORMAT) => {}
             Some(f) => {
-                return Err(format!(
-                    "{}: calibration state of format {f}; this Fairway reads format {ONLINE_FORMAT}",
-                    path.display()
-                ))
+                return Err(format!("calibration state of format {f}; this Fairway reads format {ONLINE_FORMAT}"))
             }
-            None => return Err(format!("{}: not a calibration state: no format", path.display())),
+            None => return Err("not a calibration state: no format".into()),
         }
-        let state: Self =
-            serde_json::from_value(value).map_err(|e| format!("{}: not a calibration state: {e}", path.display()))?;
+        let state: Self = serde_json::from_value(value).map_err(|e| format!("not a calibration state: {e}"))?;
         let sane = state.shift.is_finite()
             && state.shift.abs() <= MAX_SHIFT
             && state.step.is_finite()
@@ -169,9 +170,9 @@ impl OnlineCalibration {
             && state.quantile < 1.0
             && state.misses <= state.jobs;
         if !sane {
-            return Err(format!("{}: calibration state out of range", path.display()));
+            return Err("calibration state out of range".into());
         }
-        Ok(Some(state))
+        Ok(state)
     }
 
     /// Saves the state so that a crash leaves either the old file or the new one

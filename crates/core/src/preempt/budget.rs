@@ -64,9 +64,14 @@ impl Preemptions {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        let p: Self = serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::from_json(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The counts from the bytes of a saved file ([`load`](Self::load) without the file).
+    pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
+        let p: Self = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         if p.format != FORMAT {
-            return Err(format!("{}: format {} (this Fairway reads {FORMAT})", path.display(), p.format));
+            return Err(format!("format {} (this Fairway reads {FORMAT})", p.format));
         }
         Ok(p)
     }
