@@ -123,9 +123,15 @@ gen_config() {
     # The checkpoint signal (--signal) instead of SIGTERM when a job is preempted, and
     # victims taken in the plugin's order (no reordering by the select plugin, which
     # would otherwise also pick a protected young job).
-    local user_signal="SlurmctldParameters=preempt_send_user_signal
-SchedulerParameters=preempt_reorder_count=0"
-    [ "$ver" = 22.05 ] || user_signal=PreemptParameters=send_user_signal,reorder_count=0
+    local user_signal=PreemptParameters=send_user_signal,reorder_count=0
+    # c3 and c4 run configless (docker/compose.yml): their slurmd fetches slurm.conf,
+    # gres.conf and topology.conf from slurmctld, as at many GPU sites. (c1 and c2 keep
+    # the local files, and their slurmd logs that slurmctld offers configless.)
+    local ctld_params=enable_configless
+    if [ "$ver" = 22.05 ]; then
+        user_signal=SchedulerParameters=preempt_reorder_count=0
+        ctld_params=preempt_send_user_signal,$ctld_params
+    fi
     cat >"$ETC/slurm.conf" <<CONF
 ClusterName=fairway
 SlurmctldHost=ctld
@@ -168,6 +174,7 @@ PriorityCalcPeriod=1
 PreemptType=$preempt
 PreemptMode=REQUEUE
 $user_signal
+SlurmctldParameters=$ctld_params
 JobSubmitPlugins=fairway
 NodeName=c[1-2] Sockets=2 CoresPerSocket=56 ThreadsPerCore=1 RealMemory=100000 Gres=gpu:h100:8 State=UNKNOWN
 NodeName=c[3-4] Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=50000 Gres=gpu:a100:4 State=UNKNOWN

@@ -63,6 +63,11 @@ compute)
         export LD_LIBRARY_PATH=/usr/lib/fairway/nvml-stand-in
     fi
     wait_for slurmctld 120 scontrol ping
+    if [ -n "${CONFIGLESS:-}" ]; then
+        # Configless: slurm.conf and the rest come from slurmctld into
+        # /var/spool/slurmd/conf-cache; fairway.toml is read from /etc/slurm.
+        exec slurmd -D -N "$NODENAME" --conf-server ctld
+    fi
     exec slurmd -D -N "$NODENAME"
     ;;
 login)

@@ -634,7 +634,17 @@ fn slurmd_takes_gpu_topology_from_fairways_gpu_plugin() {
         return;
     }
     // gres.conf says AutoDetect=nvml and the types only; the stand-in NVML has no GPUs, so
-    // the plugin reads each node's topology file from fairway.toml.
+    // the plugin reads each node's topology file from fairway.toml. c1 reads slurm.conf
+    // from /etc/slurm; c3 runs configless (its slurm.conf is slurmctld's, in slurmd's
+    // conf-cache, where no fairway.toml comes), so the plugin takes /etc/slurm/fairway.toml.
+    let cache = "/var/spool/slurmd/conf-cache";
+    let configless = c.exec("c3", &["ls", cache]).unwrap();
+    assert!(
+        configless.ok()
+            && configless.stdout.lines().any(|f| f == "slurm.conf")
+            && !configless.stdout.contains("fairway"),
+        "c3's slurmd is not configless: {configless:?}"
+    );
     for (node, file, gpus, ty) in [("c1", "dgx-h100.toml", 8, "h100"), ("c3", "pcie-a100-nvlink-pairs.toml", 4, "a100")]
     {
         let log = c.logs(node);
