@@ -49,7 +49,7 @@ const OVERRUN_SLACK_SECS: f64 = 60.0;
 /// An overrun past this many times the ranking is gross: one in a user's recent jobs is
 /// enough to lose the ranking (a job that ran 1 s twice, then a week, is the decoy attack).
 pub const GROSS_OVERRUN: f64 = 4.0;
-/// Outcomes kept per user for [`RuntimePredictor::overruns_too_often`].
+/// Outcomes kept per user for [`RuntimePredictor::overrun_penalty`].
 const USER_OUTCOMES: usize = 8;
 
 /// What identifies "the same job again".
@@ -132,7 +132,7 @@ pub fn predict_runtime(history: &RuntimePredictor, model: Option<&LearnedPredict
 /// The run time jobs are ranked by (priority's predicted-work term): the learned model's
 /// typical run time when a model is loaded, else the mean of the last two runs of its key
 /// that had a comparable limit ([`RuntimePredictor::predict_comparable`]). A user whose
-/// jobs keep outliving their ranking ([`RuntimePredictor::overruns_too_often`]) is ranked
+/// jobs keep outliving their ranking ([`RuntimePredictor::overrun_penalty`]) is ranked
 /// up by as much as their recent jobs outlived it, up to the time limit ([`Penalty`]).
 ///
 /// Why: the term rewards a short prediction, and history is the user's to write. Tiny
@@ -282,18 +282,12 @@ impl RuntimePredictor {
         }
     }
 
-    /// Whether more than a quarter of `user`'s recent jobs ranked from history outlived
-    /// that ranking by more than [`OVERRUN_ALLOWANCE`], or one of them by more than
-    /// [`GROSS_OVERRUN`] times: their history no longer earns them a rank
-    /// ([`expected_runtime`]) until their jobs run as predicted again.
-    pub fn overruns_too_often(&self, user: u32) -> bool {
-        self.overrun_penalty(user) != Penalty::None
-    }
-
-    /// What `user`'s recent overruns cost their ranking: nothing while at most a quarter
-    /// of their recent jobs outlived it and none grossly; else the ranking times the most
-    /// one of them outlived it (the time limit when the ratios are unknown, in files from
-    /// before they were kept).
+    /// What `user`'s recent overruns cost their ranking ([`expected_runtime`]): nothing
+    /// while at most a quarter of their recent jobs ranked from history outlived it by
+    /// more than [`OVERRUN_ALLOWANCE`] and none by more than [`GROSS_OVERRUN`] times; else
+    /// the ranking times the most one of them outlived it (the time limit when the ratios
+    /// are unknown, in files from before they were kept), until their jobs run as ranked
+    /// again.
     pub fn overrun_penalty(&self, user: u32) -> Penalty {
         let Some(o) = self.overruns.get(&user) else { return Penalty::None };
         if !o.contains(&2) && o.iter().filter(|&&x| x > 0).count() * 4 <= o.len() {
@@ -515,23 +509,23 @@ mod tests {
         learn(&mut p, &key(), 1, Some(7 * day));
         assert_eq!(expected_runtime(&p, None, &req), Some(1));
         learn(&mut p, &key(), 6 * day, Some(7 * day));
-        assert!(p.overruns_too_often(key().user));
+        assert_ne!(p.overrun_penalty(key().user), Penalty::None);
         let other = JobRequest { key: JobKey { name: "other".into(), ..key() }, ..req.clone() };
         assert_eq!(expected_runtime(&p, None, &other), Some(7 * day), "every job of the user, not just that key");
         // Jobs that run as ranked earn it back once the gross overrun is out of the window.
         for i in 0..USER_OUTCOMES {
-            assert!(p.overruns_too_often(key().user), "after {i}");
+            assert_ne!(p.overrun_penalty(key().user), Penalty::None, "after {i}");
             learn(&mut p, &key(), 3 * day, Some(7 * day));
         }
-        assert!(!p.overruns_too_often(key().user));
+        assert_eq!(p.overrun_penalty(key().user), Penalty::None);
         // Plain overruns are allowed up to a quarter.
         learn(&mut p, &key(), 4 * day, Some(7 * day));
-        assert!(!p.overruns_too_often(key().user));
+        assert_eq!(p.overrun_penalty(key().user), Penalty::None);
         // Jitter within the allowance is not an overrun.
         let mut q = RuntimePredictor::default();
         learn(&mut q, &key(), 1000, None);
         learn(&mut q, &key(), 1249 + 60, None);
-        assert!(!q.overruns_too_often(key().user));
+        assert_eq!(q.overrun_penalty(key().user), Penalty::None);
     }
 
     #[test]
