@@ -156,7 +156,7 @@ bench-submit: plugins-release
 ## fuzz: every fuzz target for FUZZ_SECS each (needs nightly and cargo-fuzz)
 FUZZ_SECS ?= 180
 fuzz:
-	cd fuzz && for t in submit_rules fairway_toml topology state_files traces; do cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECS) -print_final_stats=1; done
+	cd fuzz && for t in $$(cargo +nightly fuzz list); do cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECS) -print_final_stats=1; done
 
 ## fuzz-long: every fuzz target for FUZZ_RUNS executions (10 million), report in bench/results/fuzz.md (hours; not in CI)
 fuzz-long:

@@ -4,12 +4,13 @@
 # (libFuzzer's edge and feature counts) and crashes per target in bench/results/fuzz.md.
 # A crash leaves its input in fuzz/artifacts/<target>/ and makes this exit 1: each one
 # becomes a regression test. FUZZ_RUNS=100000 is the short version; FUZZ_TARGETS picks
-# targets. Needs nightly and cargo-fuzz (cargo install cargo-fuzz).
+# targets (default: every target of fuzz/Cargo.toml). Needs nightly and cargo-fuzz
+# (cargo install cargo-fuzz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 runs=${FUZZ_RUNS:-10000000}
-targets=${FUZZ_TARGETS:-submit_rules fairway_toml topology state_files traces}
+targets=${FUZZ_TARGETS:-$(cd fuzz && cargo +nightly fuzz list)}
 report=$root/bench/results/fuzz${FUZZ_REPORT_SUFFIX:-}.md
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
