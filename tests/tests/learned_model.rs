@@ -230,6 +230,9 @@ fn time_auto_limits_widen_when_jobs_outlive_their_prediction() {
     c.restart_slurmctld().unwrap();
     let log = c.log("slurmctld");
     assert!(log.contains("online calibration starts again from the model's own offsets"), "{log}");
+    // slurmctld's plugin, the file's writer, keeps the bad file aside for the admin.
+    let kept = state.with_file_name("fairway-calibration.json.unreadable");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "{ not a calibration");
     assert!(c.is_running("slurmctld"));
     assert_eq!(time_auto(&c, "drift-probe-e").0, before);
     c.stop().unwrap();

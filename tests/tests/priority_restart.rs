@@ -130,3 +130,83 @@ fn the_decay_thread_outlives_a_panic_and_reconfigures() {
     assert_eq!(state.permissions().mode() & 0o777, 0o600, "state files are private");
     c.stop().unwrap();
 }
+
+/// Every state file Fairway's controller plugins write, found unreadable when slurmctld
+/// starts (truncated, not what it should be, of a newer format): slurmctld starts, each
+/// plugin logs what was wrong and what it does instead, keeps the bad file aside as
+/// `<name>.unreadable` for the admin (its next save would otherwise destroy it), and the
+/// cluster schedules and writes good files again.
+#[test]
+fn unreadable_state_files_are_set_aside_and_slurmctld_carries_on() {
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec![
+            "PriorityCalcPeriod=1".into(),
+            "PreemptType=preempt/fairway".into(),
+            "PreemptMode=REQUEUE".into(),
+        ],
+        fairway_toml: Some("[priority]\nweight_predicted_work = 100\n".into()),
+        ..ClusterSpec::default()
+    };
+    let mut c = Cluster::start(&spec).expect("cluster starts");
+    assert!(c.log("slurmctld").contains("preempt/fairway: Fairway"), "{}", c.log("slurmctld"));
+    let state = c.dir().join("state");
+    let history = state.join("fairway-predictor.json");
+    let last_decay = state.join("fairway_priority_last_decay");
+    let preemptions = state.join("fairway-preemptions.json");
+    let aside =
+        |p: &std::path::Path| p.with_file_name(format!("{}.unreadable", p.file_name().unwrap().to_string_lossy()));
+
+    let job = c.sbatch("fw_alice", &["-J", "nightly-eval", "--wrap=sleep 2"]).unwrap();
+    c.wait_job(job, &["COMPLETED"], Duration::from_secs(60)).unwrap();
+    // Saved by the pass after the job ended (which wrote both last-decay files already).
+    c.wait_until("the run-time history saved", || Ok(history.exists())).unwrap();
+    let good_history = std::fs::read(&history).unwrap();
+    let learned = fairway_core::predict::RuntimePredictor::from_json(&good_history).unwrap();
+    assert_eq!(learned.len(), 1, "{}", String::from_utf8_lossy(&good_history));
+
+    // A full disk's truncation, garbage, and a file from a newer Fairway.
+    c.kill_slurmctld().unwrap();
+    let truncated = &good_history[..good_history.len() / 2];
+    std::fs::write(&history, truncated).unwrap();
+    std::fs::write(&last_decay, "garbage\n").unwrap();
+    std::fs::write(&preemptions, r#"{"format":99,"jobs":{}}"#).unwrap();
+    c.restart_slurmctld().unwrap();
+    let log = c.log("slurmctld");
+    for (file, then) in [
+        (&history, "starting with no run-time history"),
+        (&last_decay, "ignored"),
+        (&preemptions, "the preemption budget starts afresh"),
+    ] {
+        let kept = format!("the file is kept as {}; {then}", aside(file).display());
+        assert!(log.contains(&kept), "no \"{kept}\" in the log:\n{log}");
+    }
+    assert!(log.contains("not a run-time history: EOF"), "{log}");
+    assert!(log.contains("format 99 (this Fairway reads 1)"), "{log}");
+    // multifactor's twin of the last-decay file is good: decay continues from it.
+    assert!(log.contains("continuing decay from priority/multifactor's last pass"), "{log}");
+    assert_eq!(std::fs::read(aside(&history)).unwrap(), truncated);
+    assert_eq!(std::fs::read_to_string(aside(&last_decay)).unwrap(), "garbage\n");
+    assert!(!preemptions.exists(), "the newer file was moved, not left to be overwritten");
+
+    // It schedules, learns and saves good files again.
+    let job = c.sbatch("fw_alice", &["-J", "nightly-eval", "--wrap=sleep 1"]).unwrap();
+    c.wait_job(job, &["COMPLETED"], Duration::from_secs(60)).unwrap();
+    wait_for_decay_pass(&c);
+    c.wait_until("the run-time history saved again", || Ok(history.exists())).unwrap();
+    let saved = std::fs::read(&history).unwrap();
+    let relearned = fairway_core::predict::RuntimePredictor::from_json(&saved).unwrap();
+    assert_eq!(relearned.len(), 1, "{}", String::from_utf8_lossy(&saved));
+    let decay = std::fs::read_to_string(&last_decay).unwrap();
+    assert_eq!(decay.split_whitespace().filter(|t| t.parse::<i64>().is_ok()).count(), 2, "{decay:?}");
+    assert!(c.is_running("slurmctld"));
+
+    // History written by a newer Fairway is refused, even where its fields would parse.
+    c.kill_slurmctld().unwrap();
+    std::fs::write(&history, r#"{"format":2,"history":{"1000|a|n|1":[5,7]}}"#).unwrap();
+    c.restart_slurmctld().unwrap();
+    let log = c.log("slurmctld");
+    assert!(log.contains("run-time history of format 2; this Fairway reads format 1"), "{log}");
+    assert!(std::fs::read_to_string(aside(&history)).unwrap().contains("\"format\":2"));
+    assert!(c.is_running("slurmctld"));
+    c.stop().unwrap();
+}

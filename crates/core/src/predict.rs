@@ -51,6 +51,9 @@ const OVERRUN_SLACK_SECS: f64 = 60.0;
 pub const GROSS_OVERRUN: f64 = 4.0;
 /// Outcomes kept per user for [`RuntimePredictor::overrun_penalty`].
 const USER_OUTCOMES: usize = 8;
+/// Format of the run-time history file. Files written before it was recorded have no
+/// `format` and are format 1; a newer format is refused rather than half read.
+pub const HISTORY_FORMAT: u32 = 1;
 
 /// What identifies "the same job again".
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -437,12 +440,30 @@ impl RuntimePredictor {
 
     /// History from the bytes of a saved file ([`load`](Self::load) without the file).
     pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
-        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+        // The format first, on its own: a newer file's fields may not even parse as ours.
+        #[derive(Deserialize)]
+        struct Format {
+            format: Option<u32>,
+        }
+        let not_history = |e: serde_json::Error| format!("not a run-time history: {e}");
+        match serde_json::from_slice::<Format>(bytes).map_err(not_history)?.format {
+            None | Some(HISTORY_FORMAT) => {}
+            Some(f) => {
+                return Err(format!("run-time history of format {f}; this Fairway reads format {HISTORY_FORMAT}"))
+            }
+        }
+        serde_json::from_slice(bytes).map_err(not_history)
     }
 
-    /// Saves history whole and private ([`crate::state_file::write_atomic`]).
+    /// Saves history whole and private ([`crate::state_file::write_atomic`]), with its format.
     pub fn save(&self, path: &Path) -> Result<(), PredictError> {
-        crate::state_file::write_json(path, self)
+        #[derive(Serialize)]
+        struct Versioned<'a> {
+            format: u32,
+            #[serde(flatten)]
+            history: &'a RuntimePredictor,
+        }
+        crate::state_file::write_json(path, &Versioned { format: HISTORY_FORMAT, history: self })
             .map_err(|msg| PredictError::File { path: path.display().to_string(), msg })
     }
 }
@@ -602,7 +623,7 @@ mod tests {
 
     #[test]
     fn files_without_the_newer_fields_still_load() {
-        let p: RuntimePredictor = serde_json::from_str(r#"{"history":{"1000|a|n|1":[5,7]}}"#).unwrap();
+        let p = RuntimePredictor::from_json(br#"{"history":{"1000|a|n|1":[5,7]}}"#).unwrap();
         let k = JobKey { user: 1000, account: "a".into(), name: "n".into(), gpus: 1 };
         assert_eq!(p.predict(&k, None), Some(6));
         assert_eq!(p.runs(&k), 0);
@@ -621,6 +642,20 @@ mod tests {
         let q = RuntimePredictor::load(&path).unwrap();
         assert_eq!(p, q);
         assert_eq!(q.history[&key().encode()].len(), HISTORY);
+        let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(saved["format"], HISTORY_FORMAT, "the file says its format");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn newer_truncated_or_foreign_history_is_refused_not_half_read() {
+        let newer = RuntimePredictor::from_json(br#"{"format":2,"history":{"1000|a|n|1":"elsewhere"}}"#).unwrap_err();
+        assert_eq!(newer, "run-time history of format 2; this Fairway reads format 1");
+        let good = br#"{"format":1,"history":{"1000|a|n|1":[5,7]}}"#;
+        assert!(RuntimePredictor::from_json(good).is_ok());
+        let truncated = RuntimePredictor::from_json(&good[..good.len() / 2]).unwrap_err();
+        assert!(truncated.starts_with("not a run-time history: EOF"), "{truncated}");
+        let foreign = RuntimePredictor::from_json(br#"{"format":1,"history":[1,2]}"#).unwrap_err();
+        assert!(foreign.starts_with("not a run-time history"), "{foreign}");
     }
 }

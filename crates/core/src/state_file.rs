@@ -53,6 +53,25 @@ pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Resul
     write_atomic(path, &json).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// Moves a state file its owner cannot read (corrupt, truncated by a full disk, of a newer
+/// format) to `<name>.unreadable` beside it, replacing an older one, so that the owner's
+/// next save does not destroy what an admin may want to inspect or restore. Returns `why`
+/// followed by where the file went, for the owner to log with what it does instead. Only
+/// the plugin that writes a file sets it aside; readers just fall back.
+pub fn set_aside(path: &Path, why: &str) -> String {
+    let kept = unreadable_path(path);
+    match std::fs::rename(path, &kept) {
+        Ok(()) => format!("{why}; the file is kept as {}", kept.display()),
+        Err(e) => format!("{why}; could not move {} aside ({e})", path.display()),
+    }
+}
+
+/// Where [`set_aside`] keeps `path`.
+pub fn unreadable_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!("{name}.unreadable"))
+}
+
 /// `<dir>/.<name>.new`: hidden, and one name per file so a leftover is overwritten, not piled up.
 fn temp_beside(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -104,6 +123,23 @@ mod tests {
         assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o644);
         write_atomic_mode(&p, b"{}", 0o600).unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn an_unreadable_file_is_kept_aside_and_the_sentence_says_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("history.json");
+        std::fs::write(&p, b"{ trunc").unwrap();
+        let line = super::set_aside(&p, "history.json: not JSON");
+        let kept = dir.path().join("history.json.unreadable");
+        assert_eq!(line, format!("history.json: not JSON; the file is kept as {}", kept.display()));
+        assert_eq!(std::fs::read(&kept).unwrap(), b"{ trunc");
+        assert!(!p.exists());
+        // A second bad file replaces the first kept one; a missing file is said so.
+        std::fs::write(&p, b"[").unwrap();
+        super::set_aside(&p, "bad");
+        assert_eq!(std::fs::read(&kept).unwrap(), b"[");
+        assert!(super::set_aside(&p, "bad").contains("could not move"));
     }
 
     #[test]

@@ -77,7 +77,12 @@ impl Calibrator {
         let path = crate::conf::calibration_path(config);
         let state = if in_slurmctld {
             match model(config) {
-                Ok(m) => resume(OnlineCalibration::load(&path), m.as_ref(), config.predictor.calibration_step),
+                Ok(m) => {
+                    // This plugin writes the file: one it cannot read is set aside, not overwritten.
+                    let saved =
+                        OnlineCalibration::load(&path).map_err(|e| fairway_core::state_file::set_aside(&path, &e));
+                    resume(saved, m.as_ref(), config.predictor.calibration_step)
+                }
                 // The terms say why the model does not load.
                 Err(_) => None,
             }

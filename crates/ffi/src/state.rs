@@ -34,10 +34,17 @@ fn multifactor_file() -> Option<PathBuf> {
 pub(crate) fn read_state() -> (i64, i64) {
     let ours = state_file().and_then(|path| match std::fs::read_to_string(&path) {
         Ok(s) => parse_state(&s).or_else(|| {
-            tracing::error!("{}: unreadable, ignored", path.display());
+            let why = format!("{}: not two times (last pass, last reset)", path.display());
+            let line = fairway_core::state_file::set_aside(&path, &why);
+            tracing::error!("{line}; ignored");
             None
         }),
-        Err(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            let line = fairway_core::state_file::set_aside(&path, &format!("{}: {e}", path.display()));
+            tracing::error!("{line}; ignored");
+            None
+        }
     });
     let theirs = multifactor_file().and_then(|path| std::fs::read(path).ok()).and_then(|b| unpack_multifactor(&b));
     match (ours, theirs) {

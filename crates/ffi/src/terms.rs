@@ -23,7 +23,10 @@ impl<P> TermsState<P> {
         let path = crate::conf::state_save_location().join(&config.predictor.state_file);
         let history = if in_slurmctld {
             RuntimePredictor::load(&path).unwrap_or_else(|e| {
-                tracing::error!("runtime history unreadable, starting empty: {e}");
+                let line = fairway_core::state_file::set_aside(&path, &e.to_string());
+                tracing::error!(
+                    "{line}; starting with no run-time history (jobs ranked by their limits until theirs end)"
+                );
                 RuntimePredictor::default()
             })
         } else {
