@@ -2,6 +2,8 @@
 //! job` shows it) and rejected (the exact text `sbatch` prints), `scontrol update` held
 //! to the same rules, and `fairway.toml` reloaded with the last good file kept.
 
+use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
 
 use fairway_tests::{Cluster, ClusterSpec, Slurm};
@@ -241,6 +243,7 @@ fn updates_follow_the_rules_and_fairway_toml_reloads() {
     // A broken fairway.toml is logged and the last good rules stay in force.
     let toml = c.dir().join("fairway.toml");
     std::fs::write(&toml, format!("{FAIRWAY_TOML}\n[job_submit.qos]\nbatch = 7\n")).unwrap();
+    wait_at_rest(&c, &toml);
     let reconf = c.cmd("scontrol", &["reconfigure"]).unwrap();
     assert!(reconf.ok(), "{reconf:?}");
     let (id, err) = sbatch(&c, "fw_bob", &["--hold", "--wrap=true"]);
@@ -248,11 +251,12 @@ fn updates_follow_the_rules_and_fairway_toml_reloads() {
     assert!(c.log("slurmctld").contains("keeping the last good"), "{}", c.log("slurmctld"));
     // A good new file takes effect at the next submission.
     std::fs::write(&toml, FAIRWAY_TOML.replace("batch = \"normal\"", "batch = \"high\"")).unwrap();
-    c.cmd("scontrol", &["reconfigure"]).unwrap();
+    wait_at_rest(&c, &toml);
     let (id, err) = sbatch(&c, "fw_bob", &["--hold", "--wrap=true"]);
     assert_eq!(field(&show(&c, id.expect(&err)), "QOS"), "high");
     // An emptied or deleted file does not silently turn every rule off.
     std::fs::write(&toml, "").unwrap();
+    wait_at_rest(&c, &toml);
     let (id, err) = sbatch(&c, "fw_bob", &["--hold", "--wrap=true"]);
     assert_eq!(field(&show(&c, id.expect(&err)), "QOS"), "high");
     assert!(c.log("slurmctld").contains("fairway.toml is empty; keeping the last good"), "{}", c.log("slurmctld"));
@@ -260,6 +264,71 @@ fn updates_follow_the_rules_and_fairway_toml_reloads() {
     let (id, err) = sbatch(&c, "fw_bob", &["--hold", "--wrap=true"]);
     assert_eq!(field(&show(&c, id.expect(&err)), "QOS"), "high");
     assert!(c.log("slurmctld").contains("fairway.toml is gone; keeping the last good"), "{}", c.log("slurmctld"));
+    c.stop().unwrap();
+}
+
+/// Waits until `path` has been left alone long enough (a second) for job_submit/fairway
+/// to re-read it at the next submission.
+fn wait_at_rest(c: &Cluster, path: &Path) {
+    let age = || std::fs::metadata(path)?.modified()?.elapsed().map_err(std::io::Error::other);
+    c.wait_until("fairway.toml at rest", || Ok(age()? > Duration::from_millis(1100))).unwrap();
+}
+
+/// fairway.toml rewritten in place 1,000 times, line by line as a script appending with
+/// `echo >>` writes it, while jobs are submitted: no submission fails, and every job gets
+/// the rules of a whole file. Each version ends with the section that sets the batch QoS
+/// (`high` in one, `scavenger` in the other), so a job that saw a half-written file gets
+/// neither (`normal`, the association's default).
+#[test]
+fn fairway_toml_rewritten_during_submissions() {
+    let version = |qos: &str| {
+        format!(
+            "[job_submit]\nrecord_changes = true\n\n[job_submit.binding]\ngpu_bind = \"closest\"\n\
+             cpu_bind = \"cores\"\n\n[job_submit.qos]\ninteractive_max_time = \"1:00:00\"\nbatch = \"{qos}\"\n"
+        )
+    };
+    let spec = ClusterSpec { fairway_toml: Some(version("high")), ..ClusterSpec::default() };
+    let mut c = Cluster::start(&spec).expect("cluster starts");
+    let toml = c.dir().join("fairway.toml");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (jobs, failed) = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            for i in 0..1000 {
+                let text = version(if i % 2 == 0 { "scavenger" } else { "high" });
+                let mut f = std::fs::File::create(&toml).unwrap();
+                for line in text.split_inclusive('\n') {
+                    f.write_all(line.as_bytes()).unwrap();
+                    // The pace of a shell script's `echo >>` per line.
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let (mut jobs, mut failed) = (0, Vec::new());
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            match sbatch(&c, "fw_bob", &["--hold", "--wrap=true"]) {
+                (Some(_), _) => jobs += 1,
+                (None, err) => failed.push(err),
+            }
+        }
+        writer.join().unwrap();
+        (jobs, failed)
+    });
+    assert!(failed.is_empty(), "{} submissions failed: {:?}", failed.len(), &failed[..failed.len().min(3)]);
+    let out = c.cmd("squeue", &["-h", "-u", "fw_bob", "-o", "%q"]).unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    for q in out.stdout.lines() {
+        *seen.entry(q.trim().to_string()).or_insert(0) += 1;
+    }
+    eprintln!("{jobs} jobs submitted during 1,000 rewrites; batch QoS given: {seen:?}");
+    assert!(jobs >= 50, "only {jobs} submissions overlapped the rewrites");
+    assert_eq!(seen.values().sum::<i32>(), jobs);
+    assert!(seen.keys().all(|q| q == "high" || q == "scavenger"), "a job saw a half-written fairway.toml: {seen:?}");
+    assert!(c.is_running("slurmctld"));
+    // Reloading still works: the last version (scavenger... then high) once at rest.
+    wait_at_rest(&c, &toml);
+    let (id, err) = sbatch(&c, "fw_bob", &["--hold", "--wrap=true"]);
+    assert_eq!(field(&show(&c, id.expect(&err)), "QOS"), "high");
     c.stop().unwrap();
 }
 

@@ -6,9 +6,10 @@
 //! is checked against the same rules (operators excepted).
 //!
 //! `fairway.toml` is re-read when its modification time changes, like
-//! `job_submit/lua` re-reads its script: `scontrol reconfigure` (or just saving the file)
-//! takes effect at the next submission, and a file that no longer parses is logged
-//! and ignored in favour of the last good one. The same holds for `slurm.conf`'s
+//! `job_submit/lua` re-reads its script: saving the file takes effect at the first
+//! submission once it has been left alone for a second (a file still being written is
+//! never read half), and a file that no longer parses is logged and ignored in favour of
+//! the last good one. The same holds for `slurm.conf`'s
 //! partitions and the runtime predictor's history, which the priority plugin writes.
 //!
 //! `time=auto` limits come from the learned model's upper quantile with its offsets as
@@ -19,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use fairway_core::predict::{JobRequest as PredictionRequest, LearnedPredictor, OnlineCalibration, RuntimePredictor};
 use fairway_core::submit::partitions::Partitions;
@@ -28,17 +29,30 @@ use fairway_core::Config;
 use fairway_ffi::job::JobDesc;
 use fairway_ffi::plugin::{JobSubmit, Verdict};
 
+/// How long an admin-edited file must be left alone before it is re-read.
+const AT_REST: Duration = Duration::from_secs(1);
+
 /// A file re-read when its modification time changes.
 struct Watched<T> {
     path: PathBuf,
     mtime: Option<SystemTime>,
     value: Arc<T>,
+    /// Re-read only once the file has been at rest for [`AT_REST`]: set for files people
+    /// edit in place, not for those the plugins replace whole (rename).
+    settle: bool,
 }
 
 impl<T> Watched<T> {
     fn new(path: PathBuf, value: T) -> Self {
         let mtime = mtime(&path);
-        Self { path, mtime, value: Arc::new(value) }
+        Self { path, mtime, value: Arc::new(value), settle: false }
+    }
+
+    /// A file admins edit in place (fairway.toml, slurm.conf). An editor or a script
+    /// writing it line by line leaves a half file for a while, which may well parse:
+    /// read then, every rule in its missing half would be off for that submission.
+    fn edited(path: PathBuf, value: T) -> Self {
+        Self { settle: true, ..Self::new(path, value) }
     }
 
     /// The current value, reloading first if the file changed. A failed reload keeps
@@ -52,6 +66,11 @@ impl<T> Watched<T> {
     fn get_logged<E: std::fmt::Display>(&mut self, load: impl FnOnce(&Path) -> Result<T, E>, announce: bool) -> Arc<T> {
         let now = mtime(&self.path);
         if now != self.mtime {
+            // Still being written: the last good value, and read again next time. (An
+            // mtime in the future, from a skewed file server, counts as at rest.)
+            if self.settle && now.is_some_and(|t| SystemTime::now().duration_since(t).is_ok_and(|age| age < AT_REST)) {
+                return self.value.clone();
+            }
             let loaded = load(&self.path);
             if mtime(&self.path) != now {
                 // Written while we read it: keep the last good value, read again next time.
@@ -208,8 +227,8 @@ impl JobSubmit for FairwayJobSubmit {
         let calibration_path = fairway_ffi::conf::calibration_path(&config);
         let calibration = load_calibration(&calibration_path).unwrap_or_default();
         let mut inputs = Inputs {
-            config: Watched::new(toml, config),
-            partitions: Watched::new(slurm_conf, partitions),
+            config: Watched::edited(toml, config),
+            partitions: Watched::edited(slurm_conf, partitions),
             predictor: Watched::new(path, predictor),
             model_file: None,
             model: None,
