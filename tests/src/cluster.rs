@@ -237,11 +237,28 @@ impl Cluster {
 
     /// Kills slurmctld with SIGKILL (no state save) and waits until it is gone.
     pub fn kill_slurmctld(&mut self) -> Result<()> {
-        let i = self.daemons.iter().position(|d| d.name == "slurmctld").context("slurmctld is not running")?;
+        self.kill("slurmctld")
+    }
+
+    /// Kills a daemon (`slurmctld`, `slurmdbd`, `mariadb`, ...) with SIGKILL, as a crash or
+    /// a lost host would, and waits until it is gone.
+    pub fn kill(&mut self, daemon: &str) -> Result<()> {
+        let i =
+            self.daemons.iter().position(|d| d.name == daemon).with_context(|| format!("{daemon} is not running"))?;
         let mut d = self.daemons.remove(i);
         signal_pid(d.child.id() as i32, Signal::KILL);
         d.child.wait()?;
         Ok(())
+    }
+
+    /// Starts MariaDB and then slurmdbd again on their data after [`kill`](Self::kill),
+    /// waiting until slurmdbd answers `sacctmgr`.
+    pub fn restart_accounting(&mut self) -> Result<()> {
+        if !self.is_running("mariadb") {
+            self.spawn_mariadb()?;
+        }
+        self.spawn("slurmdbd", Command::new("slurmdbd").arg("-D"), "slurmdbd.log")?;
+        self.wait("slurmdbd", "sacctmgr answers", |c| c.cmd("sacctmgr", &["-n", "-P", "list", "cluster"])?.ok_or_err())
     }
 
     /// Starts slurmctld again on the same configuration and state, waiting until it
@@ -446,6 +463,10 @@ impl Cluster {
         if !st.success() {
             bail!("cannot copy the MariaDB template {}", template.display());
         }
+        self.spawn_mariadb()
+    }
+
+    fn spawn_mariadb(&mut self) -> Result<()> {
         let port = self.ports.mysql.to_string();
         let r = self.root.display().to_string();
         // Loopback only, and no grant tables: slurmdbd's user needs no password in a

@@ -1,6 +1,21 @@
 //! Reading and comparing what `sshare` prints, for the fair-share tests.
 
-use crate::Slurm;
+use std::time::{Duration, Instant};
+
+use crate::{Cluster, Slurm};
+
+/// Waits for the next decay pass of priority/fairway (a minute at `PriorityCalcPeriod=1`),
+/// after which usage has been saved: its last-decay file is written anew.
+pub fn wait_for_decay_pass(c: &Cluster) {
+    let file = c.dir().join("state/fairway_priority_last_decay");
+    let pass = std::fs::metadata(&file).and_then(|m| m.modified()).ok();
+    let start = Instant::now();
+    c.wait_until("a decay pass", || {
+        let now = std::fs::metadata(&file).and_then(|m| m.modified()).ok();
+        Ok(now.is_some() && now != pass && start.elapsed() > Duration::from_secs(1))
+    })
+    .unwrap_or_else(|_| panic!("no decay pass recorded"));
+}
 
 /// A number as sshare prints it (`inf`, empty for "not applicable").
 pub fn num(v: &str) -> f64 {

@@ -1,22 +1,10 @@
 //! Usage survives a crash (kill -9 of slurmctld loses at most one calc period) and a
 //! rollback to priority/multifactor.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fairway_tests::fairshare::raw_usage;
+use fairway_tests::fairshare::{raw_usage, wait_for_decay_pass};
 use fairway_tests::{Cluster, ClusterSpec, Slurm};
-
-/// Waits for the next decay pass (1 minute here), after which usage has been saved.
-fn wait_for_decay_pass(c: &Cluster) {
-    let file = c.dir().join("state/fairway_priority_last_decay");
-    let pass = std::fs::metadata(&file).and_then(|m| m.modified()).ok();
-    let start = Instant::now();
-    c.wait_until("a decay pass", || {
-        let now = std::fs::metadata(&file).and_then(|m| m.modified()).ok();
-        Ok(now.is_some() && now != pass && start.elapsed() > Duration::from_secs(1))
-    })
-    .unwrap_or_else(|_| panic!("no decay pass recorded"));
-}
 
 /// Usage survives kill -9 of slurmctld, and a rollback to priority/multifactor.
 ///
