@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building Fairway needs, and nothing else: the Slurm headers
-# (libslurm-dev), libclang for bindgen, and the tools that fetch and configure Slurm's
+# (libslurm-dev), libclang for bindgen, hwloc's headers, and the tools that fetch and configure Slurm's
 # source tree (scripts/slurm-src.sh), then configures that tree. No daemon, no user, no
 # database: safe on a build host or a production controller. Idempotent.
 #   scripts/build-deps.sh        # the test setup (scripts/setup.sh) runs this first
@@ -12,6 +12,7 @@ PKGS=(
   libclang-dev clang                 # bindgen
   pkg-config dpkg-dev build-essential # apt-get source + ./configure of the source tree
   curl ca-certificates               # the upstream tarball where Debian has no source package
+  libhwloc-dev libudev-dev           # hwloc 2 for gpu/nvml's CPU locality (its .pc names udev)
 )
 
 SUDO=""

@@ -25,6 +25,8 @@ run nvidia-smi-L.txt nvidia-smi -L
 run nvidia-smi-q.txt nvidia-smi -q
 run nvidia-smi-topo.txt nvidia-smi topo -m
 run mig-minors.txt cat /proc/driver/nvidia-caps/mig-minors
+# hwloc's own view (what slurmd numbers cores by), where hwloc's tools are installed.
+command -v lstopo-no-graphics >/dev/null && run hwloc.xml lstopo-no-graphics --of xml --whole-io
 run fairway-topo.txt "$fw" topo
 run fairway-topo.toml "$fw" topo --toml
 for s in autodetect static fairway; do

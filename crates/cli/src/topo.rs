@@ -37,10 +37,14 @@ enum Style {
 pub fn topo(args: TopoArgs) -> anyhow::Result<()> {
     let topo = match &args.file {
         Some(path) => Topology::load(path).context(crate::Invalid("topology file is invalid"))?,
-        None => fairway_topo_detect::detect().context(
-            "cannot read this node's GPUs; describe the node in a topology file and pass it with --file \
-             (examples in config/topology/)",
-        )?,
+        None => {
+            fairway_topo_detect::detect()
+                .context(
+                    "cannot read this node's GPUs; describe the node in a topology file and pass it with --file \
+                     (examples in config/topology/)",
+                )?
+                .topology
+        }
     };
     if args.toml {
         print!("{}", topo.to_toml());

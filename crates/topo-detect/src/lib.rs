@@ -5,9 +5,12 @@
 //! - GPUs and NVLink come from NVML through `nvml-wrapper`, which `dlopen`s
 //!   `libnvidia-ml.so.1` at run time: nothing from CUDA is needed to build, and a node
 //!   without the driver gets [`DetectError::Nvml`].
-//! - Sockets, cores, NUMA nodes and each GPU's NUMA node and local CPUs come from sysfs
-//!   ([`sysfs`]), turned into Slurm's abstract core ids the way `xcpuinfo_mac_to_abs`
-//!   does: cores numbered socket by socket, in the order of their `core_id`.
+//! - Sockets, cores, NUMA nodes and each GPU's NUMA node and local CPUs come from hwloc 2
+//!   (feature `hwloc`, the `hwloc` module), in the numbers slurmd itself takes from hwloc:
+//!   `xcpuinfo_mac_to_abs` makes an OS CPU number the logical index of its core. Without
+//!   the feature, or if hwloc fails, from sysfs ([`sysfs`]), which reproduces that order:
+//!   cores numbered socket by socket, in the order of their `core_id`. [`Detected`] says
+//!   which was used.
 //!
 //! A GPU in MIG mode is reported as its instances ([`mig`]), as Slurm's `gpu/nvml` does.
 //!
@@ -22,12 +25,14 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(feature = "hwloc")]
+pub mod hwloc;
 pub mod mig;
 pub mod sysfs;
 
 use std::path::Path;
 
-use fairway_core::topology::{Cpu, Gpu, NvLinks, Topology, MAX_GPUS, MAX_LANES_PER_GPU};
+use fairway_core::topology::{CoreSet, Cpu, Gpu, NvLinks, Topology, MAX_GPUS, MAX_LANES_PER_GPU};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 
@@ -80,15 +85,95 @@ pub enum DetectError {
     Sysfs(#[from] sysfs::SysfsError),
 }
 
-/// Reads the topology of this node from NVML and `/sys`.
-pub fn detect() -> Result<Topology, DetectError> {
+/// Where the CPU side of a detected topology (sockets, cores, NUMA, GPUs' locality) came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CpuSource {
+    /// hwloc, at this API version.
+    Hwloc(String),
+    /// sysfs, and why not hwloc.
+    Sysfs(String),
+}
+
+impl std::fmt::Display for CpuSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Hwloc(v) => write!(f, "hwloc (API {v})"),
+            Self::Sysfs(why) => write!(f, "sysfs ({why})"),
+        }
+    }
+}
+
+/// A node's topology as detected, and where its CPU side came from.
+#[derive(Debug, Clone)]
+pub struct Detected {
+    /// The topology.
+    pub topology: Topology,
+    /// Where sockets, cores, NUMA nodes and GPU locality came from.
+    pub cpu_source: CpuSource,
+}
+
+/// The CPU side of a node, from hwloc or sysfs.
+enum Locality {
+    #[cfg(feature = "hwloc")]
+    Hwloc(hwloc::HwlocLayout),
+    Sysfs(sysfs::CpuLayout),
+}
+
+impl Locality {
+    /// hwloc when built with it and `sys` is the real `/sys` (hwloc reads the live
+    /// system); sysfs otherwise, or when hwloc fails.
+    fn read(sys: &Path) -> Result<(Self, CpuSource), DetectError> {
+        #[cfg(feature = "hwloc")]
+        let why = if sys == Path::new("/sys") {
+            match hwloc::HwlocLayout::read() {
+                Ok(h) => {
+                    let v = h.version.clone();
+                    return Ok((Self::Hwloc(h), CpuSource::Hwloc(v)));
+                }
+                Err(e) => e.to_string(),
+            }
+        } else {
+            format!("reading a copy of sysfs at {}", sys.display())
+        };
+        #[cfg(not(feature = "hwloc"))]
+        let why = "built without hwloc".to_string();
+        Ok((Self::Sysfs(sysfs::CpuLayout::read(sys)?), CpuSource::Sysfs(why)))
+    }
+
+    fn layout(&self) -> &sysfs::CpuLayout {
+        match self {
+            #[cfg(feature = "hwloc")]
+            Self::Hwloc(h) => &h.cpus,
+            Self::Sysfs(l) => l,
+        }
+    }
+
+    /// A PCI device's NUMA node and local abstract cores. A device hwloc left out of its
+    /// I/O tree is read from sysfs, in hwloc's core numbers.
+    fn of_pci(&self, sys: &Path, bus_id: &str) -> Result<(u32, CoreSet), DetectError> {
+        #[cfg(feature = "hwloc")]
+        if let Self::Hwloc(h) = self {
+            if let Some(found) = h.pci_locality(bus_id) {
+                return Ok(found.clone());
+            }
+        }
+        let l = self.layout();
+        Ok((l.numa_of_pci(sys, bus_id)?, l.local_cores_of_pci(sys, bus_id)?))
+    }
+}
+
+/// Reads the topology of this node from NVML, and hwloc or `/sys`.
+pub fn detect() -> Result<Detected, DetectError> {
     detect_with(Path::new("/sys"))
 }
 
-/// As [`detect`], reading sysfs under `sys` (tests point it at a copy).
-pub fn detect_with(sys: &Path) -> Result<Topology, DetectError> {
+/// As [`detect`], reading sysfs under `sys` (tests point it at a copy; hwloc reads only
+/// the live system, so a copy is read from sysfs alone).
+pub fn detect_with(sys: &Path) -> Result<Detected, DetectError> {
     let nvml = Nvml::init().map_err(DetectError::Nvml)?;
-    let layout = sysfs::CpuLayout::read(sys)?;
+    let (locality, cpu_source) = Locality::read(sys)?;
+    let layout = locality.layout();
     let count = nvml.device_count().map_err(DetectError::Nvml)?;
     if count == 0 || count as usize > MAX_GPUS {
         return Err(DetectError::GpuCount(count));
@@ -125,7 +210,7 @@ pub fn detect_with(sys: &Path) -> Result<Topology, DetectError> {
                 None => switch[i as usize] += 1,
             }
         }
-        let numa = layout.numa_of_pci(sys, &bus)?;
+        let (numa, cores) = locality.of_pci(sys, &bus)?;
         let minor = d.minor_number().map_err(q(i, "minor number"))?;
         let mig = if mig::is_mig(&d).map_err(q(i, "MIG mode"))? {
             mig::instances(&d, i, minor, Path::new(mig::MIG_MINORS))?
@@ -141,7 +226,7 @@ pub fn detect_with(sys: &Path) -> Result<Topology, DetectError> {
             uuid: d.uuid().map_err(q(i, "UUID"))?,
             minor,
             numa,
-            cores: layout.local_cores_of_pci(sys, &bus)?,
+            cores,
             mig,
         });
     }
@@ -155,7 +240,7 @@ pub fn detect_with(sys: &Path) -> Result<Topology, DetectError> {
         cores_per_socket: layout.cores_per_socket,
         threads_per_core: layout.threads_per_core,
     };
-    Ok(Topology { name: None, cpu, numa: layout.numa.clone(), gpus, nvlink })
+    Ok(Detected { topology: Topology { name: None, cpu, numa: layout.numa.clone(), gpus, nvlink }, cpu_source })
 }
 
 /// A short gres type from NVML's name: the model after `NVIDIA `, up to the first `-`,
@@ -190,8 +275,10 @@ mod tests {
                 assert!(e.to_string().starts_with("NVML is not available"), "{e}");
             }
             Ok(_) => {
-                let t = detect().unwrap();
-                assert!(!t.gpus.is_empty());
+                let d = detect().unwrap();
+                assert!(!d.topology.gpus.is_empty());
+                #[cfg(feature = "hwloc")]
+                assert!(matches!(d.cpu_source, CpuSource::Hwloc(_)), "{}", d.cpu_source);
             }
         }
     }

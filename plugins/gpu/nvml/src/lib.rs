@@ -27,9 +27,13 @@ impl NodeGpus {
     fn read(&self) -> Vec<GresGpu> {
         let node = fairway_ffi::gpu::node_name();
         let topo = match fairway_topo_detect::detect() {
-            Ok(t) => {
-                tracing::info!("{node}: {} GPU(s) from NVML", t.gpus.len());
-                Some(t)
+            Ok(d) => {
+                tracing::info!(
+                    "{node}: {} GPU(s) from NVML, CPU locality from {}",
+                    d.topology.gpus.len(),
+                    d.cpu_source
+                );
+                Some(d.topology)
             }
             Err(e) => {
                 let toml = fairway_ffi::conf::fairway_toml_path();
