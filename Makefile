@@ -15,7 +15,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz fuzz-long clean
+.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz fuzz-long memcheck clean
 
 ## build-deps: what building needs and nothing more (Slurm headers, libclang, the configured
 ## Slurm source tree): no daemon, no user; safe on a production controller
@@ -161,6 +161,14 @@ fuzz:
 ## fuzz-long: every fuzz target for FUZZ_RUNS executions (10 million), report in bench/results/fuzz.md (hours; not in CI)
 fuzz-long:
 	bash scripts/fuzz-long.sh
+
+## memcheck: slurmctld under valgrind with Fairway's plugins, MEMCHECK_JOBS jobs of mixed load
+## (hours on 2 cores; report in bench/results/memcheck.md; not a CI step)
+MEMCHECK_JOBS ?= 10000
+memcheck: plugins
+	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/test FAIRWAY_VALGRIND=1 FAIRWAY_MEMCHECK_JOBS=$(MEMCHECK_JOBS) \
+	  FAIRWAY_MEMCHECK_REPORT=$(CURDIR)/bench/results/memcheck.md \
+	  $(CARGO) test -p fairway-tests --test memcheck -- --nocapture slurmctld_under_load
 
 ## bench-priority: priority recalculation, fairway vs multifactor (minutes; not a test)
 bench-priority: plugins-release

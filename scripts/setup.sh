@@ -14,6 +14,8 @@ PKGS=(
   libhwloc-dev hwloc debootstrap iproute2 procps psmisc util-linux curl ca-certificates
   # time zones for reading sacct's local times (fairway-trace's tests)
   tzdata
+  # slurmctld under memcheck (make memcheck)
+  valgrind
 )
 
 SUDO=""

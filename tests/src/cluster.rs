@@ -57,6 +57,10 @@ pub struct ClusterSpec {
     /// The node's hardware on its `NodeName=` line (`Sockets=1 CoresPerSocket=2
     /// ThreadsPerCore=1`, as `slurmd -C` prints it); `None` gives `CPUs=` only.
     pub node_hardware: Option<String>,
+    /// A command slurmctld runs under (e.g. `valgrind --leak-check=full`), at start and
+    /// at every restart, `{dir}` standing for the cluster's directory; empty: none.
+    /// Readiness waits are then ten times as patient.
+    pub slurmctld_wrapper: Vec<String>,
 }
 
 impl Default for ClusterSpec {
@@ -82,6 +86,7 @@ impl Default for ClusterSpec {
             slurmd_env: Vec::new(),
             task_plugin: s("task/none"),
             node_hardware: None,
+            slurmctld_wrapper: Vec::new(),
             qos: vec![(s("high"), 1000), (s("scavenger"), 0)],
             slurmd: true,
         }
@@ -104,6 +109,7 @@ pub struct Cluster {
     /// The compute node's `NodeName=`.
     pub node: String,
     ports: Ports,
+    ctld_wrapper: Vec<String>,
 }
 
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -129,8 +135,15 @@ impl Cluster {
             .filter(|c| c.is_ascii_alphanumeric())
             .collect::<String>();
         let ports = Ports { ctld: free_port(), slurmd: free_port(), dbd: free_port(), mysql: free_port() };
-        let mut cluster =
-            Cluster { dir: Some(dir), root: root.clone(), daemons: Vec::new(), name, node: "fwn1".into(), ports };
+        let mut cluster = Cluster {
+            dir: Some(dir),
+            root: root.clone(),
+            daemons: Vec::new(),
+            name,
+            node: "fwn1".into(),
+            ports,
+            ctld_wrapper: spec.slurmctld_wrapper.clone(),
+        };
         let hostname = short_hostname()?;
         let cluster_name = cluster.name.clone();
         // Copy the plugins in: every Slurm client (run as a test user) reads PluginDir,
@@ -180,7 +193,7 @@ impl Cluster {
             c.cmd("sacctmgr", &["-n", "-P", "list", "cluster"])?.ok_or_err()
         })?;
         cluster.bootstrap_accounting(spec)?;
-        cluster.spawn("slurmctld", Command::new("slurmctld").arg("-D"), "slurmctld.log")?;
+        cluster.spawn("slurmctld", &mut cluster.slurmctld_command(), "slurmctld.log")?;
         cluster.wait("slurmctld", "scontrol ping says UP", |c| {
             Ok(c.cmd("scontrol", &["ping"])?.stdout.contains("is UP"))
         })?;
@@ -251,6 +264,37 @@ impl Cluster {
         Ok(())
     }
 
+    /// `slurmctld -D`, under [`ClusterSpec::slurmctld_wrapper`] if any.
+    fn slurmctld_command(&self) -> Command {
+        let dir = self.root.display().to_string();
+        let mut argv: Vec<String> = self.ctld_wrapper.iter().map(|a| a.replace("{dir}", &dir)).collect();
+        argv.extend(["slurmctld".into(), "-D".into()]);
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        cmd
+    }
+
+    /// Stops a daemon the orderly way (SIGTERM to it alone, as `systemctl stop` does) and
+    /// waits up to `timeout` for it to exit; its exit status.
+    pub fn stop_daemon(&mut self, daemon: &str, timeout: Duration) -> Result<std::process::ExitStatus> {
+        let i =
+            self.daemons.iter().position(|d| d.name == daemon).with_context(|| format!("{daemon} is not running"))?;
+        let mut d = self.daemons.remove(i);
+        signal_pid(d.child.id() as i32, Signal::TERM);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = d.child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                signal_pid(d.child.id() as i32, Signal::KILL);
+                d.child.wait()?;
+                bail!("{daemon} did not stop within {timeout:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Starts MariaDB and then slurmdbd again on their data after [`kill`](Self::kill),
     /// waiting until slurmdbd answers `sacctmgr`.
     pub fn restart_accounting(&mut self) -> Result<()> {
@@ -264,7 +308,7 @@ impl Cluster {
     /// Starts slurmctld again on the same configuration and state, waiting until it
     /// answers and the node is back.
     pub fn restart_slurmctld(&mut self) -> Result<()> {
-        self.spawn("slurmctld", Command::new("slurmctld").arg("-D"), "slurmctld.log")?;
+        self.spawn("slurmctld", &mut self.slurmctld_command(), "slurmctld.log")?;
         self.wait("slurmctld", "scontrol ping says UP", |c| {
             Ok(c.cmd("scontrol", &["ping"])?.stdout.contains("is UP"))
         })?;
@@ -411,8 +455,9 @@ impl Cluster {
                     bail!("{daemon} exited ({status}) before {what}\n{stdio}\n{}", self.log_tails());
                 }
             }
-            if start.elapsed() > START_TIMEOUT {
-                bail!("{daemon}: not ready ({what}) after {START_TIMEOUT:?}; last probe: {last}\n{}", self.log_tails());
+            let timeout = if self.ctld_wrapper.is_empty() { START_TIMEOUT } else { 10 * START_TIMEOUT };
+            if start.elapsed() > timeout {
+                bail!("{daemon}: not ready ({what}) after {timeout:?}; last probe: {last}\n{}", self.log_tails());
             }
             std::thread::sleep(Duration::from_millis(100));
         }

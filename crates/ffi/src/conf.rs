@@ -31,6 +31,12 @@ pub fn remember_paths() {
     *PATHS.write().unwrap_or_else(|e| e.into_inner()) = Some(paths);
 }
 
+/// Drops the copied paths (a plugin's `fini`): the library's statics go with it when
+/// Slurm unloads it, and what they pointed to would be lost, not freed.
+pub fn forget_paths() {
+    *PATHS.write().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
 fn read_paths() -> Paths {
     // SAFETY: `slurm_conf` is libslurmfull's global, initialised before any plugin is
     // loaded; its strings are NULL or NUL-terminated. Called where no reconfigure runs.

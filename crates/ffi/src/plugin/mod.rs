@@ -195,6 +195,7 @@ macro_rules! __plugin_lifecycle {
         pub extern "C" fn fini() -> ::std::os::raw::c_int {
             $crate::guard("fini", $crate::SLURM_ERROR, || {
                 FAIRWAY_PLUGIN.clear();
+                $crate::conf::forget_paths();
                 $crate::SLURM_SUCCESS
             })
         }

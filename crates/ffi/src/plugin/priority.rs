@@ -329,5 +329,6 @@ pub fn priority_fini<P: Priority>(slot: &Slot<P>) -> i32 {
     }
     slot.with(|p| p.fini());
     slot.clear();
+    crate::conf::forget_paths();
     crate::SLURM_SUCCESS
 }
