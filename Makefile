@@ -162,13 +162,11 @@ fuzz:
 fuzz-long:
 	bash scripts/fuzz-long.sh
 
-## memcheck: slurmctld under valgrind with Fairway's plugins, MEMCHECK_JOBS jobs of mixed load
-## (hours on 2 cores; report in bench/results/memcheck.md; not a CI step)
+## memcheck: slurmctld's memory under MEMCHECK_JOBS jobs of mixed load, Fairway against stock
+## Slurm, then under valgrind (about an hour on 2 cores; bench/results/memcheck.md; not in CI)
 MEMCHECK_JOBS ?= 10000
 memcheck: plugins
-	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/test FAIRWAY_VALGRIND=1 FAIRWAY_MEMCHECK_JOBS=$(MEMCHECK_JOBS) \
-	  FAIRWAY_MEMCHECK_REPORT=$(CURDIR)/bench/results/memcheck.md \
-	  $(CARGO) test -p fairway-tests --test memcheck -- --nocapture slurmctld_under_load
+	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/test MEMCHECK_JOBS=$(MEMCHECK_JOBS) CARGO=$(CARGO) bash scripts/memcheck.sh
 
 ## bench-priority: priority recalculation, fairway vs multifactor (minutes; not a test)
 bench-priority: plugins-release
