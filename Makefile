@@ -15,7 +15,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz fuzz-long memcheck clean
+.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz fuzz-short fuzz-long memcheck clean
 
 ## build-deps: what building needs and nothing more (Slurm headers, libclang, the configured
 ## Slurm source tree): no daemon, no user; safe on a production controller
@@ -123,7 +123,7 @@ test-e2e: setup
 	for v in $(E2E_VERSIONS); do $(MAKE) --no-print-directory e2e SLURM=$$v; done
 
 ## test: every test
-test: lint test-unit test-cli-standalone test-slurm test-packages test-e2e
+test: lint test-unit fuzz-short test-cli-standalone test-slurm test-packages test-e2e
 
 ## demo: the docker cluster of $(SLURM) (24.11 by default) running a mix of AI jobs; left up
 demo: cluster-up
@@ -157,6 +157,10 @@ bench-submit: plugins-release
 FUZZ_SECS ?= 180
 fuzz:
 	cd fuzz && for t in $$(cargo +nightly fuzz list); do cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECS) -print_final_stats=1; done
+
+## fuzz-short: every fuzz target for FUZZ_SECS (20 s) with the stable toolchain, no sanitizer (part of make test)
+fuzz-short:
+	bash scripts/fuzz-short.sh
 
 ## fuzz-long: every fuzz target for FUZZ_RUNS executions (10 million), report in bench/results/fuzz.md (hours; not in CI)
 fuzz-long:
