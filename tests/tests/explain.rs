@@ -66,6 +66,21 @@ fn explain_says_why_a_job_waits_and_shows_no_one_elses_job() {
     assert_eq!(json["user"], "fw_alice");
     assert_eq!(json["queue"][0]["position"], 1, "{json}");
 
+    // Fair share: the path from root to the user and the user's rank, as sshare shows
+    // them to fw_alice.
+    let fs = &json["fair_share"];
+    let names: Vec<&str> = fs["path"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["root", "ml", "vision", "fw_alice"], "{json}");
+    let sshare = c.run_as("fw_alice", "sshare", &["-a", "-h", "-P", "-o", "Account,User,LevelFS,FairShare"]).unwrap();
+    let rows: Vec<Vec<&str>> = sshare.stdout.lines().map(|l| l.split('|').map(str::trim).collect()).collect();
+    let vision = rows.iter().find(|r| r[0] == "vision" && r[1].is_empty()).unwrap();
+    assert_eq!(fs["path"][2]["level_fs"], vision[2], "{json}\n{}", sshare.stdout);
+    let alice = rows.iter().find(|r| r[0] == "vision" && r[1] == "fw_alice").unwrap();
+    assert_eq!(fs["factor"], alice[3], "{json}\n{}", sshare.stdout);
+    let users = rows.iter().filter(|r| !r[1].is_empty()).count();
+    assert_eq!(fs["rank"][1], users, "{json}\n{}", sshare.stdout);
+    assert!(text.stdout.contains(&format!("fair share of fw_alice in vision: factor {}", alice[3])), "{}", text.stdout);
+
     let bob = explain("fw_bob", held, false);
     assert!(bob.stdout.contains("[JobHeldUser]"), "{bob:?}");
     assert!(bob.stdout.contains(&format!("scontrol release {held}")), "{bob:?}");

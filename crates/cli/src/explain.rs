@@ -64,15 +64,10 @@ pub fn explain(a: ExplainArgs) -> anyhow::Result<()> {
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty() && s != "N/A");
-    let fair_share =
-        slurm("sshare", &["-h", "-P", "-u", &user, "-A", &account, "-o", "User,RawShares,NormUsage,FairShare"])
-            .ok()
-            .and_then(|t| {
-                t.lines().find_map(|l| {
-                    let f: Vec<&str> = l.split('|').collect();
-                    (f.len() == 4 && f[0].trim() == user).then(|| (f[1].into(), f[2].into(), f[3].into()))
-                })
-            });
+    // Every association the caller may see (PrivateData=usage shows a user their own).
+    let fair_share = slurm("sshare", &["-a", "-h", "-P", "-o", explain::SSHARE_FORMAT])
+        .ok()
+        .and_then(|t| explain::fair_share(&t, &user, &account));
     let starvation = if pending { starvation(&a.slurm_conf, &get("AccrueTime")) } else { None };
     let (fairway_terms, fairway_terms_note) = if pending { fairway_terms(id) } else { (None, None) };
     let e = Explanation {

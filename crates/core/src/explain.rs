@@ -271,6 +271,81 @@ pub struct Starvation {
     pub waited: u64,
 }
 
+/// `sshare -a -h -P -o SSHARE_FORMAT`: every association the caller may see, in tree
+/// order, accounts indented by their depth.
+pub const SSHARE_FORMAT: &str = "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare,LevelFS";
+
+/// One level of the path from the root account to the job's user, as sshare prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShareLevel {
+    /// The account, or the user at the last level.
+    pub name: String,
+    /// Shares granted (sshare RawShares; empty for root).
+    pub raw_shares: String,
+    /// Shares among its siblings (NormShares).
+    pub norm_shares: String,
+    /// Decayed usage, in CPU-seconds (or billing), as sshare's RawUsage.
+    pub raw_usage: String,
+    /// Usage relative to the siblings' (EffectvUsage).
+    pub effective_usage: String,
+    /// Fair Tree's level fair share, shares over usage (LevelFS; empty under classic).
+    pub level_fs: String,
+}
+
+/// Where the job's user stands in fair share.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FairShare {
+    /// From the root account down to the user.
+    pub path: Vec<ShareLevel>,
+    /// The user's fair-share factor (sshare FairShare), what sprio's FAIRSHARE weighs.
+    pub factor: String,
+    /// The user's place by that factor among the user associations the caller can see
+    /// (1 goes first on fair share), and how many there are.
+    pub rank: Option<(usize, usize)>,
+}
+
+/// The path from the root to `user` in `account`, and the user's rank, from what sshare
+/// printed in [`SSHARE_FORMAT`]; `None` when sshare does not show that association.
+pub fn fair_share(sshare: &str, user: &str, account: &str) -> Option<FairShare> {
+    let mut parents: Vec<(usize, ShareLevel)> = Vec::new();
+    let mut found = None;
+    let mut factors = Vec::new();
+    for l in sshare.lines() {
+        let f: Vec<&str> = l.split('|').collect();
+        let [acct, name, raw_shares, norm_shares, raw_usage, effective, factor, level_fs] = f.as_slice() else {
+            continue;
+        };
+        let depth = acct.len() - acct.trim_start().len();
+        let (acct, name) = (acct.trim(), name.trim());
+        // Pop to this row's parent: accounts deeper than or as deep as this row.
+        while parents.last().is_some_and(|(d, _)| *d >= depth) {
+            parents.pop();
+        }
+        let level = ShareLevel {
+            name: if name.is_empty() { acct } else { name }.to_string(),
+            raw_shares: raw_shares.trim().to_string(),
+            norm_shares: norm_shares.trim().to_string(),
+            raw_usage: raw_usage.trim().to_string(),
+            effective_usage: effective.trim().to_string(),
+            level_fs: level_fs.trim().to_string(),
+        };
+        if name.is_empty() {
+            parents.push((depth, level));
+            continue;
+        }
+        let value = factor.trim().parse::<f64>().ok();
+        factors.extend(value);
+        if name == user && acct == account && found.is_none() {
+            let mut path: Vec<ShareLevel> = parents.iter().map(|(_, l)| l.clone()).collect();
+            path.push(level);
+            found = Some((path, factor.trim().to_string(), value));
+        }
+    }
+    let (path, factor, value) = found?;
+    let rank = value.map(|v| (1 + factors.iter().filter(|x| **x > v).count(), factors.len()));
+    Some(FairShare { path, factor, rank })
+}
+
 /// Everything `fairway explain` says about one job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Explanation {
@@ -292,9 +367,8 @@ pub struct Explanation {
     pub queue: Vec<QueuePosition>,
     /// Slurm's expected start (`squeue --start`), when it has one.
     pub expected_start: Option<String>,
-    /// Fair share of the job's user in its account (sshare: RawShares, NormUsage,
-    /// FairShare), when sshare shows it.
-    pub fair_share: Option<(String, String, String)>,
+    /// Where the job's user stands in fair share (sshare), when sshare shows it.
+    pub fair_share: Option<FairShare>,
     /// Fairway's starvation bound, when one is configured.
     pub starvation: Option<Starvation>,
     /// Fairway's terms of the job at priority/fairway's last pass (its status file).
@@ -369,13 +443,29 @@ impl Explanation {
         if let Some(s) = &self.expected_start {
             let _ = writeln!(o, "Slurm's expected start: {s}");
         }
-        if let Some((shares, usage, fs)) = &self.fair_share {
-            let usage = if usage.is_empty() { "0" } else { usage };
+        if let Some(fs) = &self.fair_share {
+            let rank = match fs.rank {
+                Some((r, n)) => format!(", {r} of {n} users you can see by that factor (1 goes first)"),
+                None => String::new(),
+            };
             let _ = writeln!(
                 o,
-                "\nfair share of {} in {}: shares {shares}, normalized usage {usage}, fair-share factor {fs}",
-                self.user, self.account
+                "\nfair share of {} in {}: factor {}{rank}\n  {:<16} {:>10} {:>10} {:>14} {:>10} {:>9}",
+                self.user, self.account, fs.factor, "level", "shares", "of parent", "usage", "effective", "LevelFS"
             );
+            let or = |s: &str, d: &'static str| if s.is_empty() { d.to_string() } else { s.to_string() };
+            for (depth, l) in fs.path.iter().enumerate() {
+                let _ = writeln!(
+                    o,
+                    "  {:<16} {:>10} {:>10} {:>14} {:>10} {:>9}",
+                    format!("{}{}", " ".repeat(depth), l.name),
+                    or(&l.raw_shares, "-"),
+                    or(&l.norm_shares, "-"),
+                    or(&l.raw_usage, "0"),
+                    or(&l.effective_usage, "0"),
+                    or(&l.level_fs, "-"),
+                );
+            }
         }
         if let Some(s) = &self.starvation {
             let (waited, max) = (Seconds(s.waited), Seconds(s.max_wait));
@@ -412,6 +502,37 @@ mod tests {
     }
 
     #[test]
+    fn fair_share_path_from_the_root_and_rank_among_users() {
+        let sshare = "root|||1.000000|300|1.000000||\n\
+                      \x20ml||100|1.000000|300|1.000000||1.0\n\
+                      \x20 vision||60|0.600000|200|0.666667||0.9\n\
+                      \x20  vision|fw_alice|1|0.500000|200|1.000000|0.400000|0.5\n\
+                      \x20  vision|fw_carol|1|0.500000|0|0.000000|0.800000|inf\n\
+                      \x20 nlp||40|0.400000|100|0.333333||1.2\n\
+                      \x20  nlp|fw_alice|1|1.000000|100|1.000000|0.600000|1.0\n\
+                      \x20  nlp|fw_bob|1|1.000000|0|0.000000|1.000000|inf\n";
+        let fs = fair_share(sshare, "fw_alice", "nlp").unwrap();
+        let names: Vec<&str> = fs.path.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["root", "ml", "nlp", "fw_alice"]);
+        assert_eq!((fs.path[2].raw_shares.as_str(), fs.path[2].level_fs.as_str()), ("40", "1.2"));
+        assert_eq!(fs.factor, "0.600000");
+        assert_eq!(fs.rank, Some((3, 4)), "fw_bob 1.0 and fw_carol 0.8 go first");
+        let vision = fair_share(sshare, "fw_alice", "vision").unwrap();
+        assert_eq!(
+            vision.path.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(),
+            ["root", "ml", "vision", "fw_alice"]
+        );
+        assert_eq!(vision.rank, Some((4, 4)));
+        assert!(fair_share(sshare, "fw_bob", "vision").is_none());
+        let e = Explanation { fair_share: Some(fs), ..sample() };
+        let text = e.render();
+        assert!(text.contains("factor 0.600000, 3 of 4 users you can see by that factor"), "{text}");
+        let nlp = text.lines().find(|l| l.starts_with("    nlp ")).unwrap_or_default();
+        let cols: Vec<&str> = nlp.split_whitespace().collect();
+        assert_eq!(cols, ["nlp", "40", "0.400000", "100", "0.333333", "1.2"], "{text}");
+    }
+
+    #[test]
     fn sprio_rows_by_partition() {
         let rows = parse_sprio("12|gpu|1500|10|0|1000|5|0|0|485|0|\n13|gpu|1|0|0|0|0|0|0|0|0|\n", "12");
         assert_eq!(rows.len(), 1);
@@ -428,9 +549,9 @@ mod tests {
         assert_eq!(queue_position("", "12", "gpu"), None);
     }
 
-    #[test]
-    fn fairway_terms_one_by_one_or_why_not() {
-        let e = Explanation {
+    /// A pending job of user `u` in account `a` with nothing known about it yet.
+    fn sample() -> Explanation {
+        Explanation {
             job: "7".into(),
             user: "u".into(),
             account: "a".into(),
@@ -442,6 +563,15 @@ mod tests {
             expected_start: None,
             fair_share: None,
             starvation: None,
+            fairway_terms: None,
+            fairway_terms_note: None,
+            submit_changes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn fairway_terms_one_by_one_or_why_not() {
+        let e = Explanation {
             fairway_terms: Some(JobTerms {
                 id: 7,
                 predicted_work: 500.0,
@@ -452,8 +582,8 @@ mod tests {
                 first: true,
                 ..JobTerms::default()
             }),
-            fairway_terms_note: None,
             submit_changes: vec!["--time=75 (minutes) from the predicted run time of 3600 s plus 25%".into()],
+            ..sample()
         };
         let text = e.render();
         assert!(text.contains("job_submit/fairway changed it at submission:\n  - --time=75 (minutes)"), "{text}");
