@@ -76,6 +76,21 @@ fn findings(log: &str) -> Vec<Finding> {
     out
 }
 
+/// Waits until none of `jobs` is pending, running or completing. (MinJobAge=5 purges an
+/// ended job within seconds, so its end state may never be seen.)
+fn wait_done(c: &Cluster, jobs: &[u32], patience: Duration) {
+    let start = Instant::now();
+    loop {
+        let active = c.cmd("squeue", &["-h", "-t", "PD,R,CG", "-o", "%i"]).unwrap().stdout;
+        let active: Vec<u32> = active.split_whitespace().filter_map(|i| i.parse().ok()).collect();
+        if !jobs.iter().any(|j| active.contains(j)) {
+            return;
+        }
+        assert!(start.elapsed() < patience, "jobs {jobs:?} still active after {patience:?}:\n{}", c.log_tails());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn slurmctld_under_load() {
     let total = env_usize("FAIRWAY_MEMCHECK_JOBS", 1000).max(ROUND);
@@ -178,18 +193,14 @@ fn slurmctld_under_load() {
             assert!(out.ok(), "{out:?}");
             // Takes both CPUs: preempts the scavenger job (requeued, and back later).
             match c.sbatch("fw_bob", &["--qos=high", "-n", "2", "--wrap=true"]) {
-                Ok(id) => {
-                    c.wait_job(id, &["COMPLETED"], patience).unwrap();
-                }
+                Ok(id) => wait_done(&c, &[id], patience),
                 Err(e) => refused.push(e),
             }
             submitted += 1;
         }
         // The released jobs run before the next burst: the load keeps jobs starting
         // and ending, not only queueing.
-        for id in run {
-            c.wait_job(*id, &["COMPLETED"], patience).unwrap();
-        }
+        wait_done(&c, run, patience);
         assert!(c.is_running("slurmctld"), "slurmctld died in round {round}:\n{}", c.log_tails());
         samples.push((submitted, rss_kib(pid)));
     }
