@@ -115,6 +115,15 @@ fn explain_says_why_a_job_waits_and_shows_no_one_elses_job() {
     assert_eq!(terms["site_bonus"], 40, "{admin}");
     assert!(terms["expected_runtime"].is_null() && terms["starving_for"].is_null(), "{admin}");
 
+    // job_submit/fairway's decisions: the three jobs above accepted, one refused.
+    let refused = c.run_as("fw_bob", "sbatch", &["--comment=fairway: bogus=1", "--wrap=true"]).unwrap();
+    assert!(!refused.ok(), "{refused:?}");
+    let counters = c.dir().join("state/fairway-submit.json");
+    c.wait_until("the counters published", || {
+        Ok(std::fs::read_to_string(&counters).is_ok_and(|t| t.contains("\"directive\":1")))
+    })
+    .unwrap();
+
     // Metrics, as root (SlurmUser sees every job), against squeue and sshare.
     let metrics = c.cmd(&fairway, &["metrics"]).unwrap();
     assert!(metrics.ok(), "{metrics:?}");
@@ -140,6 +149,15 @@ fn explain_says_why_a_job_waits_and_shows_no_one_elses_job() {
     assert!(m.contains("fairway_max_wait_seconds 86400\n"), "{m}");
     assert!(m.contains("fairway_starving_jobs{partition=\"debug\"} 0\n"), "{m}");
     assert!(m.contains("\nfairway_priority_pass_jobs "), "{m}");
+    let decided = |outcome: &str| -> f64 {
+        let prefix = format!("fairway_job_submit_requests_total{{request=\"submit\",outcome=\"{outcome}\"}} ");
+        m.lines().find_map(|l| l.strip_prefix(prefix.as_str())).map_or(0.0, |v| v.parse().unwrap())
+    };
+    assert_eq!(decided("accepted") + decided("changed"), 3.0, "{m}");
+    assert!(
+        m.contains("fairway_job_submit_requests_total{request=\"submit\",outcome=\"refused\",rule=\"directive\"} 1\n"),
+        "{m}"
+    );
     assert!(m.ends_with("# EOF\n"));
 
     // The same over HTTP, as Prometheus scrapes it.

@@ -12,7 +12,9 @@ use clap::Args;
 use fairway_core::config::{self, Config};
 use fairway_core::metrics::{self, Scrape};
 use fairway_core::predict::OnlineCalibration;
+use fairway_core::preempt::{budget, Preemptions};
 use fairway_core::status::{self, Status};
+use fairway_core::submit::counters::{self, Counters};
 
 use crate::slurm_cmd;
 
@@ -51,6 +53,10 @@ fn scrape(a: &MetricsArgs) -> anyhow::Result<String> {
         .ok()
         .flatten()
         .and_then(|c| OnlineCalibration::load(&state.join(&c.predictor.calibration_file)).ok().flatten());
+    // Written only where job_submit/fairway and preempt/fairway run.
+    let submit = Counters::read(&state.join(counters::FILE_NAME)).ok();
+    let kept = state.join(budget::FILE_NAME);
+    let preemptions = kept.exists().then(|| Preemptions::load(&kept).ok()).flatten();
     let now = jiff::Timestamp::now().as_second();
     Ok(metrics::render(&Scrape {
         squeue: &squeue,
@@ -58,6 +64,8 @@ fn scrape(a: &MetricsArgs) -> anyhow::Result<String> {
         sinfo: &sinfo,
         status: status.as_ref(),
         calibration: calibration.as_ref(),
+        submit: submit.as_ref(),
+        preemptions: preemptions.as_ref(),
         now,
     }))
 }

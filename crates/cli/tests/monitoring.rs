@@ -7,7 +7,10 @@ use std::path::PathBuf;
 
 use fairway_core::metrics::{render, Scrape};
 use fairway_core::predict::OnlineCalibration;
+use fairway_core::preempt::Preemptions;
 use fairway_core::status::{JobTerms, Status, FORMAT};
+use fairway_core::submit::counters::Counters;
+use fairway_core::submit::RejectKind;
 
 fn monitoring(file: &str) -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/monitoring").join(file);
@@ -23,12 +26,18 @@ fn series() -> BTreeSet<String> {
         ..Status::default()
     };
     let calibration = OnlineCalibration::for_model("m".into(), 0.9, 0.01);
+    let mut submit = Counters::new(1);
+    submit.submitted(Err(RejectKind::Directive));
+    let mut preemptions = Preemptions::default();
+    preemptions.note(7, 1, 2);
     let text = render(&Scrape {
         squeue: "PENDING|gpu|normal|a|1|gpu:1\n",
         sshare: "a||1|1|1||1\na|u|1|1|1|1|\n",
         sinfo: "gpu|1|gpu:8|idle\n",
         status: Some(&status),
         calibration: Some(&calibration),
+        submit: Some(&submit),
+        preemptions: Some(&preemptions),
         now: 2,
     });
     text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_string()).collect()

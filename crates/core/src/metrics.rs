@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::predict::OnlineCalibration;
+use crate::preempt::Preemptions;
 use crate::status::Status;
+use crate::submit::counters::Counters;
 
 /// `squeue -h -a -t PENDING,RUNNING -o SQUEUE_FORMAT`: state, partition, QOS, account,
 /// nodes, GRES per node.
@@ -40,6 +42,10 @@ pub struct Scrape<'a> {
     pub status: Option<&'a Status>,
     /// The learned model's online calibration, when one is kept.
     pub calibration: Option<&'a OnlineCalibration>,
+    /// job_submit/fairway's decisions, when it publishes them.
+    pub submit: Option<&'a Counters>,
+    /// preempt/fairway's preemption counts, when it keeps them.
+    pub preemptions: Option<&'a Preemptions>,
     /// Now, Unix seconds.
     pub now: i64,
 }
@@ -119,6 +125,25 @@ pub fn render(s: &Scrape<'_>) -> String {
     if let Some(c) = s.calibration {
         calibration(c, &mut families);
     }
+    if let Some(c) = s.submit {
+        submissions(c, &mut families);
+    }
+    if let Some(p) = s.preemptions {
+        let (jobs, total) = p.summary();
+        let mut f = Family::new(
+            "fairway_preempted_jobs",
+            "gauge",
+            "Jobs preempt/fairway preempted in the last 30 days (its budget's memory).",
+        );
+        f.set(vec![], jobs as f64);
+        let mut n = Family::new(
+            "fairway_preemptions",
+            "gauge",
+            "Preemptions of those jobs, in all (each counts once per round).",
+        );
+        n.set(vec![], total as f64);
+        families.extend([f, n]);
+    }
     let mut out = String::new();
     for f in &families {
         f.write(&mut out);
@@ -193,6 +218,28 @@ fn fair_share(sshare: &str, out: &mut Vec<Family>) {
         }
     }
     out.extend([shares, usage, raw, level, user]);
+}
+
+fn submissions(c: &Counters, out: &mut Vec<Family>) {
+    let mut decided = Family::new(
+        "fairway_job_submit_requests",
+        "counter",
+        "Requests job_submit/fairway decided since slurmctld started, by request and outcome.",
+    );
+    decided.set(vec![("request", "submit".into()), ("outcome", "accepted".into())], c.accepted as f64);
+    decided.set(vec![("request", "submit".into()), ("outcome", "changed".into())], c.changed as f64);
+    for (request, refused) in [("submit", &c.refused), ("update", &c.updates_refused)] {
+        for (kind, n) in refused {
+            decided.set(
+                vec![("request", request.into()), ("outcome", "refused".into()), ("rule", kind.clone())],
+                *n as f64,
+            );
+        }
+    }
+    let mut since =
+        Family::new("fairway_job_submit_counting_since_seconds", "gauge", "When job_submit/fairway's counts began.");
+    since.set(vec![], c.since as f64);
+    out.extend([decided, since]);
 }
 
 fn pass(st: &Status, now: i64, out: &mut Vec<Family>) {
@@ -281,6 +328,22 @@ mod tests {
         assert!(text.contains("fairway_account_level_fairshare{account=\"nlp\"} +Inf\n"), "{text}");
         assert!(text.contains("fairway_user_fairshare{account=\"vision\",user=\"fw_alice\"} 0.25\n"));
         assert!(!text.contains("fairway_priority_pass"), "no status, no pass metrics");
+        assert!(!text.contains("fairway_job_submit"), "no counters, no submission metrics");
+        let mut c = Counters::new(5);
+        c.submitted(Ok(true));
+        c.submitted(Err(crate::submit::RejectKind::Gres));
+        c.update_refused(crate::submit::RejectKind::Qos);
+        let text = render(&Scrape { submit: Some(&c), ..Scrape::default() });
+        for line in [
+            "# TYPE fairway_job_submit_requests counter\n",
+            "fairway_job_submit_requests_total{request=\"submit\",outcome=\"changed\"} 1\n",
+            "fairway_job_submit_requests_total{request=\"submit\",outcome=\"accepted\"} 0\n",
+            "fairway_job_submit_requests_total{request=\"submit\",outcome=\"refused\",rule=\"gres\"} 1\n",
+            "fairway_job_submit_requests_total{request=\"update\",outcome=\"refused\",rule=\"qos\"} 1\n",
+            "fairway_job_submit_counting_since_seconds 5\n",
+        ] {
+            assert!(text.contains(line), "{line}{text}");
+        }
         assert!(text.ends_with("# EOF\n"));
     }
 

@@ -57,6 +57,7 @@ mod long_double;
 #[cfg(feature = "internal")]
 pub mod multifactor;
 pub mod plugin;
+pub mod publish;
 #[cfg(feature = "internal")]
 pub mod record;
 #[cfg(feature = "internal")]

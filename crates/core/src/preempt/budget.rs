@@ -12,6 +12,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+/// The file's name in StateSaveLocation.
+pub const FILE_NAME: &str = "fairway-preemptions.json";
+
 /// Version of the file format.
 pub const FORMAT: u32 = 1;
 
@@ -54,6 +57,11 @@ impl Preemptions {
         p.until = until;
         self.jobs.retain(|_, p| p.until + KEEP_SECS > chosen);
         true
+    }
+
+    /// Jobs with a preemption kept (the last [`KEEP_SECS`]), and their preemptions in all.
+    pub fn summary(&self) -> (usize, u64) {
+        (self.jobs.len(), self.jobs.values().map(|p| u64::from(p.count)).sum())
     }
 
     /// Loads the counts; a missing file is none. An unreadable file is an error for the

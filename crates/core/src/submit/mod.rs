@@ -19,6 +19,7 @@
 //! here replaces Slurm's own association and QoS checks, which run afterwards.
 
 pub mod config;
+pub mod counters;
 pub mod directive;
 pub mod gres;
 pub mod memory;

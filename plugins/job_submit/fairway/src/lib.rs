@@ -23,11 +23,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use fairway_core::predict::{JobRequest as PredictionRequest, LearnedPredictor, OnlineCalibration, RuntimePredictor};
+use fairway_core::submit::counters::{self, Counters};
 use fairway_core::submit::partitions::Partitions;
 use fairway_core::submit::{self, JobRequest, Mode, Site};
 use fairway_core::Config;
 use fairway_ffi::job::JobDesc;
 use fairway_ffi::plugin::{JobSubmit, Verdict};
+use fairway_ffi::publish::Publisher;
 
 /// How long an admin-edited file must be left alone before it is re-read.
 const AT_REST: Duration = Duration::from_secs(1);
@@ -133,6 +135,28 @@ impl Inputs {
 /// The plugin's state for the life of `slurmctld`.
 pub struct FairwayJobSubmit {
     inputs: Mutex<Inputs>,
+    /// Decisions since load, published for `fairway metrics` by `publisher`'s thread
+    /// (joined when `fini` drops the plugin).
+    counters: Arc<Mutex<Counters>>,
+    publisher: Publisher,
+}
+
+impl FairwayJobSubmit {
+    /// Counts a decision and has the counters written, off the submission's path (it
+    /// holds slurmctld's job write lock). The write reads the counters as they are then.
+    fn count(&self, note: impl FnOnce(&mut Counters)) {
+        note(&mut self.counters.lock().unwrap_or_else(|e| e.into_inner()));
+        let counters = self.counters.clone();
+        self.publisher.run(Box::new(move || {
+            let Some(dir) = fairway_ffi::conf::state_dir() else { return };
+            let bytes = counters.lock().unwrap_or_else(|e| e.into_inner()).to_json();
+            let path = dir.join(counters::FILE_NAME);
+            // Counts only, nothing about users or jobs: readable by all.
+            if let Err(e) = fairway_core::state_file::write_atomic_mode(&path, &bytes, 0o644) {
+                tracing::error!("cannot write {}: {e}", path.display());
+            }
+        }));
+    }
 }
 
 /// fairway.toml as reloaded after a change. Unlike at startup, a file that has gone or
@@ -236,7 +260,8 @@ impl JobSubmit for FairwayJobSubmit {
         };
         let config = inputs.config.value.clone();
         inputs.model(&config);
-        Ok(Self { inputs: Mutex::new(inputs) })
+        let counters = Arc::new(Mutex::new(Counters::new(fairway_ffi::plugin::unix_now())));
+        Ok(Self { inputs: Mutex::new(inputs), counters, publisher: Publisher::start("fairway_submit") })
     }
 
     fn submit(&self, job: &mut JobDesc<'_>, submit_uid: u32) -> Verdict {
@@ -251,11 +276,13 @@ impl JobSubmit for FairwayJobSubmit {
                     "job_submit: accepted; set {}",
                     if changed.is_empty() { "nothing".to_string() } else { changed.join(", ") }
                 );
+                self.count(|c| c.submitted(Ok(!changed.is_empty())));
                 let notes: Vec<String> = outcome.notes.iter().map(|n| format!("fairway: {n}")).collect();
                 Ok((!notes.is_empty()).then(|| notes.join("\n")))
             }
             Err(r) => {
                 tracing::info!(submit_uid, name = ?req.name, "job_submit: rejected: {}", r.message);
+                self.count(|c| c.submitted(Err(r.kind)));
                 Err(r.into())
             }
         }
@@ -275,6 +302,7 @@ impl JobSubmit for FairwayJobSubmit {
             Ok(_) => Ok(None),
             Err(r) => {
                 tracing::info!(submit_uid, "job_modify: rejected: {}", r.message);
+                self.count(|c| c.update_refused(r.kind));
                 Err(r.into())
             }
         }

@@ -46,7 +46,7 @@ pub struct FairwayPreempt {
 }
 
 /// The budget's file in StateSaveLocation.
-const PREEMPTIONS_FILE: &str = "fairway-preemptions.json";
+const PREEMPTIONS_FILE: &str = fairway_core::preempt::budget::FILE_NAME;
 
 /// The QoS as the core's preempt/qos model sees it; `preempts` names `other` when this
 /// QoS's `Preempt=` list holds it (the only list entry a pairwise check needs).

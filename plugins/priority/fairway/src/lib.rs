@@ -26,8 +26,8 @@ use fairway_ffi::decay::DecayPass;
 use fairway_ffi::job::{self, JobRecord};
 use fairway_ffi::multifactor::Knobs;
 use fairway_ffi::plugin::{Priority, PriorityOf};
+use fairway_ffi::publish::Publisher;
 use fairway_ffi::record::PassRecord;
-use fairway_ffi::status::Publisher;
 use fairway_ffi::terms::TermsState;
 
 /// The plugin's state for the life of the host process.
@@ -60,7 +60,7 @@ impl Priority for FairwayPriority {
             terms: TermsState::load(&config, in_slurmctld),
             calibration: Calibrator::load(&config, in_slurmctld),
             last_pass: Mutex::new(None),
-            publisher: if config.status.publish { Publisher::start() } else { Publisher::default() },
+            publisher: if config.status.publish { fairway_ffi::status::publisher() } else { Publisher::default() },
         })
     }
 
@@ -127,7 +127,10 @@ impl Priority for FairwayPriority {
             .take()
             .unwrap_or_else(|| (PassJobs::new(self.terms.state().terms()), 0));
         let pass = *pass;
-        self.publisher.publish(Box::new(move || jobs.status(pass.started, pass.seconds, count, pass.calc_period)));
+        fairway_ffi::status::publish(
+            &self.publisher,
+            Box::new(move || jobs.status(pass.started, pass.seconds, count, pass.calc_period)),
+        );
     }
 
     fn fini(&self) {
