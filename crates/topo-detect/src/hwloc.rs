@@ -21,6 +21,10 @@ use crate::sysfs::CpuLayout;
 #[error("hwloc: {0}")]
 pub struct HwlocError(String);
 
+fn err(e: impl std::fmt::Display) -> HwlocError {
+    HwlocError(e.to_string())
+}
+
 /// What hwloc says about the CPUs and PCI devices.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HwlocLayout {
@@ -33,37 +37,16 @@ pub struct HwlocLayout {
 }
 
 impl HwlocLayout {
-    /// Reads this node through hwloc.
+    /// Reads this node through hwloc, every PCI device included.
     pub fn read() -> Result<Self, HwlocError> {
-        let topology = Topology::builder()
-            .with_io_type_filter(TypeFilter::KeepAll)
-            .map_err(|e| HwlocError(e.to_string()))?
-            .build()
-            .map_err(|e| HwlocError(e.to_string()))?;
-        Self::from_topology(&topology)
+        let builder = Topology::builder().with_io_type_filter(TypeFilter::KeepAll).map_err(err)?;
+        Self::from_topology(&builder.build().map_err(err)?)
     }
 
-    /// Reads a topology hwloc exported as XML (`lstopo --of xml`), e.g. one recorded on a
-    /// GPU node.
-    pub fn from_xml(xml: &str) -> Result<Self, HwlocError> {
-        let topology = Topology::builder()
-            .from_xml(xml)
-            .map_err(|e| HwlocError(e.to_string()))?
-            .with_io_type_filter(TypeFilter::KeepAll)
-            .map_err(|e| HwlocError(e.to_string()))?
-            .build()
-            .map_err(|e| HwlocError(e.to_string()))?;
-        Self::from_topology(&topology)
-    }
-
-    /// Reads a synthetic topology (`"pack:2 core:4 pu:2"`), for tests.
-    pub fn from_synthetic(description: &str) -> Result<Self, HwlocError> {
-        let topology = Topology::builder()
-            .from_synthetic(description)
-            .map_err(|e| HwlocError(e.to_string()))?
-            .build()
-            .map_err(|e| HwlocError(e.to_string()))?;
-        Self::from_topology(&topology)
+    /// Reads a synthetic topology (`"pack:2 core:4 pu:2"`).
+    #[cfg(test)]
+    fn from_synthetic(description: &str) -> Result<Self, HwlocError> {
+        Self::from_topology(&Topology::builder().from_synthetic(description).map_err(err)?.build().map_err(err)?)
     }
 
     fn from_topology(t: &Topology) -> Result<Self, HwlocError> {
