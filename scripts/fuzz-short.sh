@@ -15,6 +15,8 @@ RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks" \
     cargo build -q --release --locked --manifest-path fuzz/Cargo.toml --target-dir "$out" --target "$triple" --bins
+# FUZZ_BUILD_ONLY=1: print where the binaries are and stop (scripts/fuzz-long.sh uses them).
+[ "${FUZZ_BUILD_ONLY:-}" = 1 ] && { echo "$out/$triple/release"; exit 0; }
 targets=$(awk '/^\[\[bin\]\]/ {bin = 1} bin && /^name *=/ {gsub(/[" ]/, "", $0); sub(/name=/, ""); print; bin = 0}' fuzz/Cargo.toml)
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
