@@ -184,9 +184,7 @@ fn slurmctld_under_load() {
         let (run, rest) = held.split_at(4.min(held.len()));
         c.cmd("scontrol", &["release", &ids(run)]).unwrap();
         if !rest.is_empty() {
-            let list: Vec<String> = rest.iter().map(u32::to_string).collect();
-            let refs: Vec<&str> = list.iter().map(String::as_str).collect();
-            c.cmd("scancel", &refs).unwrap();
+            c.cmd("scancel", &[&ids(rest)]).unwrap();
         }
         if round % 10 == 9 {
             let out = c.cmd("scontrol", &["reconfigure"]).unwrap();

@@ -59,17 +59,12 @@ pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Resul
 /// followed by where the file went, for the owner to log with what it does instead. Only
 /// the plugin that writes a file sets it aside; readers just fall back.
 pub fn set_aside(path: &Path, why: &str) -> String {
-    let kept = unreadable_path(path);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let kept = path.with_file_name(format!("{name}.unreadable"));
     match std::fs::rename(path, &kept) {
         Ok(()) => format!("{why}; the file is kept as {}", kept.display()),
         Err(e) => format!("{why}; could not move {} aside ({e})", path.display()),
     }
-}
-
-/// Where [`set_aside`] keeps `path`.
-pub fn unreadable_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!("{name}.unreadable"))
 }
 
 /// `<dir>/.<name>.new`: hidden, and one name per file so a leftover is overwritten, not piled up.

@@ -65,6 +65,20 @@ impl Drop for Publisher {
     }
 }
 
+/// Writes `bytes` as `StateSaveLocation/<name>` with `mode` (whole: temp, fsync, rename),
+/// logging a failure; whether it was written. For the publisher's thread.
+pub fn write_file(name: &str, bytes: &[u8], mode: u32) -> bool {
+    let Some(dir) = crate::conf::state_dir() else { return false };
+    let path = dir.join(name);
+    match fairway_core::state_file::write_atomic_mode(&path, bytes, mode) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!("cannot write {}: {e}", path.display());
+            false
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

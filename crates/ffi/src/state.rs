@@ -32,19 +32,17 @@ fn multifactor_file() -> Option<PathBuf> {
 /// (last pass, last usage reset): the newer of Fairway's and multifactor's files; zeros
 /// if there is neither.
 pub(crate) fn read_state() -> (i64, i64) {
-    let ours = state_file().and_then(|path| match std::fs::read_to_string(&path) {
-        Ok(s) => parse_state(&s).or_else(|| {
-            let why = format!("{}: not two times (last pass, last reset)", path.display());
-            let line = fairway_core::state_file::set_aside(&path, &why);
-            tracing::error!("{line}; ignored");
-            None
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            let line = fairway_core::state_file::set_aside(&path, &format!("{}: {e}", path.display()));
-            tracing::error!("{line}; ignored");
-            None
-        }
+    let ours = state_file().and_then(|path| {
+        let why = match std::fs::read_to_string(&path) {
+            Ok(s) => match parse_state(&s) {
+                Some(state) => return Some(state),
+                None => format!("{}: not two times (last pass, last reset)", path.display()),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => format!("{}: {e}", path.display()),
+        };
+        tracing::error!("{}; ignored", fairway_core::state_file::set_aside(&path, &why));
+        None
     });
     let theirs = multifactor_file().and_then(|path| std::fs::read(path).ok()).and_then(|b| unpack_multifactor(&b));
     match (ours, theirs) {

@@ -30,17 +30,13 @@ pub fn publish(publisher: &Publisher, status: Pending) {
 }
 
 fn write(status: &Status) {
-    let Some(dir) = crate::conf::state_dir() else { return };
-    let path = dir.join(FILE_NAME);
     let start = Instant::now();
     let mode = if crate::conf::private_jobs() { 0o600 } else { 0o644 };
-    match fairway_core::state_file::write_atomic_mode(&path, &status.to_json(), mode) {
-        Ok(()) => tracing::debug!(
-            "wrote {} ({} jobs) in {:.1} ms",
-            path.display(),
+    if crate::publish::write_file(FILE_NAME, &status.to_json(), mode) {
+        tracing::debug!(
+            "wrote {FILE_NAME} ({} jobs) in {:.1} ms",
             status.jobs.len(),
             start.elapsed().as_secs_f64() * 1e3
-        ),
-        Err(e) => tracing::error!("cannot write {}: {e}", path.display()),
+        );
     }
 }

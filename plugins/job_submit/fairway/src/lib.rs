@@ -29,7 +29,7 @@ use fairway_core::submit::{self, JobRequest, Mode, Site};
 use fairway_core::Config;
 use fairway_ffi::job::JobDesc;
 use fairway_ffi::plugin::{JobSubmit, Verdict};
-use fairway_ffi::publish::Publisher;
+use fairway_ffi::publish::{self, Publisher};
 
 /// How long an admin-edited file must be left alone before it is re-read.
 const AT_REST: Duration = Duration::from_secs(1);
@@ -148,13 +148,9 @@ impl FairwayJobSubmit {
         note(&mut self.counters.lock().unwrap_or_else(|e| e.into_inner()));
         let counters = self.counters.clone();
         self.publisher.run(Box::new(move || {
-            let Some(dir) = fairway_ffi::conf::state_dir() else { return };
             let bytes = counters.lock().unwrap_or_else(|e| e.into_inner()).to_json();
-            let path = dir.join(counters::FILE_NAME);
             // Counts only, nothing about users or jobs: readable by all.
-            if let Err(e) = fairway_core::state_file::write_atomic_mode(&path, &bytes, 0o644) {
-                tracing::error!("cannot write {}: {e}", path.display());
-            }
+            publish::write_file(counters::FILE_NAME, &bytes, 0o644);
         }));
     }
 }

@@ -24,7 +24,7 @@
 //! A job is preempted whole (all its nodes) by Slurm itself; nothing here splits a gang.
 
 use std::borrow::Cow;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use fairway_core::preempt::{self, qos, Candidate, PreemptConfig, Preemptions, Rounds};
@@ -123,14 +123,12 @@ impl Preempt for FairwayPreempt {
             c.qos.len()
         );
         let preemptions_file = fairway_ffi::conf::state_dir().map(|d| d.join(PREEMPTIONS_FILE));
-        let preemptions = match preemptions_file.as_deref().map(Preemptions::load) {
-            Some(Ok(p)) => p,
-            Some(Err(e)) => {
-                let path = preemptions_file.as_deref().unwrap_or(Path::new(PREEMPTIONS_FILE));
+        let preemptions = match preemptions_file.as_deref() {
+            Some(path) => Preemptions::load(path).unwrap_or_else(|e| {
                 let line = fairway_core::state_file::set_aside(path, &e);
                 tracing::error!("{line}; the preemption budget starts afresh");
                 Preemptions::default()
-            }
+            }),
             None => Preemptions::default(),
         };
         Ok(Self {
