@@ -16,6 +16,8 @@ PKGS=(
   tzdata
   # slurmctld under memcheck (make memcheck)
   valgrind
+  # a real browser for fairway serve's page (tests/tests/dashboard.rs, over CDP)
+  chromium
 )
 
 SUDO=""

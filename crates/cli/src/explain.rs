@@ -32,9 +32,26 @@ fn slurm(program: &str, args: &[&str]) -> anyhow::Result<String> {
 
 pub fn explain(a: ExplainArgs) -> anyhow::Result<()> {
     let id = a.job.as_str();
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+    if !is_job_id(id) {
         return Err(crate::Usage(format!("`{id}` is not a job id (digits)")).into());
     }
+    let e = explanation(id, &a.slurm_conf)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&e).context("cannot write JSON")?);
+    } else {
+        print!("{}", e.render());
+    }
+    Ok(())
+}
+
+/// Whether `id` is a job id `scontrol show job` takes (digits).
+pub fn is_job_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 10 && id.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Everything explain says about job `id` (digits), from Slurm's commands run as the
+/// caller.
+pub fn explanation(id: &str, slurm_conf: &Path) -> anyhow::Result<Explanation> {
     let show = slurm("scontrol", &["show", "job", "-o", id])?;
     let job = explain::parse_scontrol_job(show.lines().next().unwrap_or(""));
     let get = |k: &str| job.get(k).cloned().unwrap_or_default();
@@ -68,9 +85,9 @@ pub fn explain(a: ExplainArgs) -> anyhow::Result<()> {
     let fair_share = slurm("sshare", &["-a", "-h", "-P", "-o", explain::SSHARE_FORMAT])
         .ok()
         .and_then(|t| explain::fair_share(&t, &user, &account));
-    let starvation = if pending { starvation(&a.slurm_conf, &get("AccrueTime")) } else { None };
+    let starvation = if pending { starvation(slurm_conf, &get("AccrueTime")) } else { None };
     let (fairway_terms, fairway_terms_note) = if pending { fairway_terms(id) } else { (None, None) };
-    let e = Explanation {
+    Ok(Explanation {
         job: id.to_string(),
         user,
         account,
@@ -85,13 +102,7 @@ pub fn explain(a: ExplainArgs) -> anyhow::Result<()> {
         fairway_terms,
         fairway_terms_note,
         submit_changes: fairway_core::submit::recorded_changes(&get("AdminComment")).unwrap_or_default(),
-    };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&e).context("cannot write JSON")?);
-    } else {
-        print!("{}", e.render());
-    }
-    Ok(())
+    })
 }
 
 /// The starvation bound from fairway.toml, and how long the job has been eligible

@@ -10,7 +10,8 @@
 //! - `fairway ckpt-done`, run inside a job chosen for preemption once its checkpoint is
 //!   saved, requeues the job at once (`scontrol requeue`).
 //! - `fairway explain JOBID` says why a job waits and what its priority is made of.
-//! - `fairway metrics` prints Fairway's OpenMetrics; `fairway serve` serves them over HTTP.
+//! - `fairway metrics` prints Fairway's OpenMetrics; `fairway serve` serves them, and a live
+//!   page of the cluster with alerts, over HTTP.
 //! - `fairway generate` writes its man pages and shell completions.
 //! - `fairway sim` replays a trace or a synthetic workload on a simulated GPU cluster under
 //!   FIFO, multifactor, Fairway and an oracle SJF, and compares them (`fairway-sim`).
@@ -26,6 +27,7 @@ mod explain;
 mod generate;
 mod metrics;
 mod predict;
+mod serve;
 mod sim;
 mod slurm_cmd;
 mod topo;
@@ -56,8 +58,9 @@ enum Command {
     /// Print Fairway's metrics (OpenMetrics: queue and GPUs by partition, QOS and account,
     /// fair share, the priority pass, starving jobs, predictor coverage) once.
     Metrics(metrics::MetricsArgs),
-    /// Serve the same metrics over HTTP at /metrics, for Prometheus to scrape.
-    Serve(metrics::ServeArgs),
+    /// Serve a live page (queue, fair share, GPUs by topology, gangs, alerts, explain)
+    /// pushed over a WebSocket, and the metrics at /metrics for Prometheus.
+    Serve(serve::ServeArgs),
     /// Train or evaluate the run-time predictor on a job trace.
     #[command(subcommand)]
     Predict(predict::PredictCommand),
@@ -105,7 +108,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig(a) => check_config::check_config(a),
         Command::Explain(a) => explain::explain(a),
         Command::Metrics(a) => metrics::print(a),
-        Command::Serve(a) => metrics::serve(a),
+        Command::Serve(a) => serve::serve(a),
         Command::Predict(c) => predict::predict(c),
         Command::Trace(c) => predict::trace(c),
         Command::Topo(a) => topo::topo(a),

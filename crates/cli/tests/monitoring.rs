@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use fairway_core::dashboard::{Alert, AlertKind};
 use fairway_core::metrics::{render, Scrape};
 use fairway_core::predict::OnlineCalibration;
 use fairway_core::preempt::Preemptions;
@@ -30,6 +31,7 @@ fn series() -> BTreeSet<String> {
     submit.submitted(Err(RejectKind::Directive));
     let mut preemptions = Preemptions::default();
     preemptions.note(7, 1, 2);
+    let alerts = [Alert { kind: AlertKind::NodeLostUnderGang, subject: "1".into(), message: String::new(), since: 0 }];
     let text = render(&Scrape {
         squeue: "PENDING|gpu|normal|a|1|gpu:1\n",
         sshare: "a||1|1|1||1\na|u|1|1|1|1|\n",
@@ -38,6 +40,7 @@ fn series() -> BTreeSet<String> {
         calibration: Some(&calibration),
         submit: Some(&submit),
         preemptions: Some(&preemptions),
+        alerts: Some(&alerts),
         now: 2,
     });
     text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_string()).collect()
@@ -60,6 +63,7 @@ fn mentioned(text: &str) -> BTreeSet<String> {
 fn the_dashboard_and_alerts_use_only_series_fairway_writes() {
     let written = series();
     assert!(written.contains("fairway_predictor_misses_total") && written.contains("fairway_jobs"), "{written:?}");
+    assert!(written.contains("fairway_alert"), "{written:?}");
     for file in ["grafana-dashboard.json", "prometheus-alerts.yml"] {
         let unknown: Vec<_> = mentioned(&monitoring(file)).difference(&written).cloned().collect();
         assert!(unknown.is_empty(), "{file} uses series fairway does not write: {unknown:?}");

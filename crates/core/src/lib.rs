@@ -13,6 +13,8 @@
 //! - [`fairshare`]: fair-share arithmetic shared by the priority plugin and `sshare`.
 //! - [`multifactor`]: `priority/multifactor`'s factors and weighted sum.
 //! - [`status`]: what `priority/fairway` publishes after each pass (each job's terms).
+//! - [`dashboard`]: `fairway serve`'s page (queue, fair-share tree, GPUs by topology,
+//!   gangs) and its alerts.
 //! - [`metrics`]: OpenMetrics for Prometheus, from squeue, sshare and that status.
 //! - [`terms`]: Fairway's own priority terms (predicted work, deadline, starvation).
 //! - [`priority`]: a job's priority under `priority/fairway` (and `site_factor/fairway`),
@@ -30,6 +32,7 @@
 
 pub mod check;
 pub mod config;
+pub mod dashboard;
 pub mod explain;
 pub mod fairshare;
 pub mod hostlist;

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::dashboard::Alert;
 use crate::predict::OnlineCalibration;
 use crate::preempt::Preemptions;
 use crate::status::Status;
@@ -46,6 +47,8 @@ pub struct Scrape<'a> {
     pub submit: Option<&'a Counters>,
     /// preempt/fairway's preemption counts, when it keeps them.
     pub preemptions: Option<&'a Preemptions>,
+    /// Alerts `fairway serve` watched hold now (none from a one-off `fairway metrics`).
+    pub alerts: Option<&'a [Alert]>,
     /// Now, Unix seconds.
     pub now: i64,
 }
@@ -143,6 +146,17 @@ pub fn render(s: &Scrape<'_>) -> String {
         );
         n.set(vec![], total as f64);
         families.extend([f, n]);
+    }
+    if let Some(alerts) = s.alerts {
+        let mut f = Family::new(
+            "fairway_alert",
+            "gauge",
+            "1 for each alert fairway serve sees holding for its rule's time (see the page for why).",
+        );
+        for a in alerts {
+            f.set(vec![("alert", a.kind.name().into()), ("subject", a.subject.clone())], 1.0);
+        }
+        families.push(f);
     }
     let mut out = String::new();
     for f in &families {

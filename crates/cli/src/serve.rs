@@ -1,0 +1,281 @@
+//! `fairway serve`: Fairway's page (the queue by partition, the fair-share tree, GPUs per
+//! node by topology, running gangs, alerts and `explain` for any job), pushed to browsers
+//! over a WebSocket, and `/metrics` for Prometheus.
+//!
+//! One refresh reads squeue, sinfo and sshare (as the user running `fairway serve`) and
+//! the status priority/fairway publishes; `fairway_core::dashboard` turns that into the
+//! board and decides the alerts. Refreshes run once a second while a browser is
+//! connected and at each scrape, never more often, so a room full of open pages costs
+//! slurmctld what one does.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use clap::Args;
+use fairway_core::config::{self, Config};
+use fairway_core::dashboard::{self, AlertRules, Board, Reading, Watch};
+use fairway_core::predict::OnlineCalibration;
+use fairway_core::status::{self, Status};
+use fairway_core::topology::Topology;
+use tokio::sync::watch;
+
+use crate::metrics::{self, MetricsArgs};
+use crate::slurm_cmd;
+
+/// How often the board is refreshed while a browser watches: changes reach the page
+/// within this and one refresh's time.
+const REFRESH: Duration = Duration::from_secs(1);
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Loopback by default: the page and /metrics show what Slurm
+    /// shows the user running `fairway serve` (SlurmUser sees every job), so expose it
+    /// only behind a proxy that admits those allowed to see that.
+    #[arg(long, default_value = "127.0.0.1:9814")]
+    listen: String,
+    /// Alert when GPUs idle while a job that would fit them pends this long
+    /// (Slurm's time syntax: minutes, MM:SS, HH:MM:SS, D-HH:MM:SS).
+    #[arg(long, default_value = "15", value_parser = slurm_time)]
+    alert_gpus_idle: u64,
+    /// Alert when an account's usage is a quarter of its siblings' away from its
+    /// shares this long.
+    #[arg(long, default_value = "6:00:00", value_parser = slurm_time)]
+    alert_share_gap: u64,
+    #[command(flatten)]
+    metrics: MetricsArgs,
+}
+
+fn slurm_time(s: &str) -> Result<u64, String> {
+    fairway_core::time::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// What every request handler shares.
+struct Server {
+    slurm_conf: PathBuf,
+    frames: watch::Sender<Arc<Frame>>,
+    /// Serializes refreshes; holds the alert watch and topology files read so far.
+    refresher: Mutex<Refresher>,
+    /// The last `/metrics` text and when it was made.
+    scraped: Mutex<Option<(Instant, String)>>,
+}
+
+/// One refresh, ready to send.
+#[derive(Default)]
+struct Frame {
+    at: Option<Instant>,
+    board: Board,
+    /// The board as JSON, for the page.
+    json: String,
+}
+
+struct Refresher {
+    watch: Watch,
+    state_dir: Option<PathBuf>,
+    topology: BTreeMap<PathBuf, Option<Topology>>,
+}
+
+pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    let rules = AlertRules {
+        gpus_idle_for: a.alert_gpus_idle as i64,
+        share_gap_for: a.alert_share_gap as i64,
+        ..AlertRules::default()
+    };
+    let server = Arc::new(Server {
+        slurm_conf: a.metrics.slurm_conf.clone(),
+        frames: watch::channel(Arc::new(Frame::default())).0,
+        refresher: Mutex::new(Refresher { watch: Watch::new(rules), state_dir: None, topology: BTreeMap::new() }),
+        scraped: Mutex::new(None),
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener =
+            tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
+        eprintln!("fairway serve: http://{0}/ (the page), http://{0}/metrics", listener.local_addr()?);
+        tokio::spawn(refresh_while_watched(server.clone()));
+        let app = Router::new()
+            .route("/", get(page))
+            .route("/ws", get(socket))
+            .route("/api/board", get(board))
+            .route("/api/explain/{job}", get(explain))
+            .route("/metrics", get(scrape))
+            .with_state(server);
+        axum::serve(listener, app).await.context("fairway serve stopped")
+    })
+}
+
+/// Refreshes once a [`REFRESH`] while any page is connected.
+async fn refresh_while_watched(server: Arc<Server>) {
+    let mut tick = tokio::time::interval(REFRESH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if server.frames.receiver_count() > 0 {
+            if let Err(e) = refresh(&server).await {
+                eprintln!("fairway serve: {e:#}");
+            }
+        }
+    }
+}
+
+/// The latest frame, refreshed first unless one was made within [`REFRESH`]; pages
+/// hear of it when the board changed.
+async fn refresh(server: &Arc<Server>) -> anyhow::Result<Arc<Frame>> {
+    let server = server.clone();
+    // Slurm's commands block: off the runtime's thread.
+    tokio::task::spawn_blocking(move || server.refresh()).await?
+}
+
+impl Server {
+    fn refresh(&self) -> anyhow::Result<Arc<Frame>> {
+        let mut refresher = self.refresher.lock().expect("not poisoned");
+        let last = self.frames.borrow().clone();
+        if last.at.is_some_and(|at| at.elapsed() < REFRESH) {
+            return Ok(last);
+        }
+        let board = read_board(&mut refresher, &self.slurm_conf)?;
+        let changed = last.board != Board { taken_at: last.board.taken_at, ..board.clone() };
+        let json = serde_json::to_string(&board)?;
+        let frame = Arc::new(Frame { at: Some(Instant::now()), board, json });
+        // Same board: keep the new time, wake no page.
+        self.frames.send_if_modified(|f| {
+            *f = frame.clone();
+            changed
+        });
+        Ok(frame)
+    }
+}
+
+fn read_board(r: &mut Refresher, slurm_conf: &Path) -> anyhow::Result<Board> {
+    let run = |p: &str, args: &[&str]| slurm_cmd::run(Path::new(p), args);
+    let squeue = run("squeue", &["-h", "-a", "-t", "PENDING,RUNNING", "-S", "-p,i", "-o", dashboard::SQUEUE_FORMAT])?;
+    let sinfo = run("sinfo", &["-N", "-h", "-O", dashboard::SINFO_FORMAT])?;
+    let sshare = run("sshare", &["-a", "-h", "-P", "-o", dashboard::SSHARE_FORMAT])?;
+    if r.state_dir.is_none() {
+        r.state_dir = slurm_cmd::state_save_location().ok();
+    }
+    let config = Config::load(&config::locate_from_env(slurm_conf)).ok().flatten();
+    let status = r.state_dir.as_ref().and_then(|d| Status::read(&d.join(status::FILE_NAME)).ok());
+    let calibration = config
+        .as_ref()
+        .zip(r.state_dir.as_ref())
+        .and_then(|(c, d)| OnlineCalibration::load(&d.join(&c.predictor.calibration_file)).ok().flatten());
+    // Topology files named in fairway.toml's [gpu.topology], each read once.
+    let mut topology = BTreeMap::new();
+    if let Some(c) = &config {
+        let dir = config::locate_from_env(slurm_conf).parent().map(Path::to_path_buf).unwrap_or_default();
+        for node in sinfo.lines().filter_map(|l| l.split('|').next()).map(str::trim) {
+            let Some(file) = c.gpu.topology_file(node, &dir) else { continue };
+            let t = r.topology.entry(file.clone()).or_insert_with(|| Topology::load(&file).ok());
+            if let Some(t) = t {
+                topology.insert(node.to_string(), t.clone());
+            }
+        }
+    }
+    let now = jiff::Timestamp::now().as_second();
+    let mut board = Board::read(
+        &Reading { squeue: &squeue, sinfo: &sinfo, sshare: &sshare, topology: &topology, now },
+        status.as_ref(),
+    );
+    r.watch.observe(&mut board, status.as_ref(), calibration.as_ref());
+    Ok(board)
+}
+
+async fn page() -> Html<&'static str> {
+    Html(include_str!("serve/page.html"))
+}
+
+async fn board(State(server): State<Arc<Server>>) -> Response {
+    match refresh(&server).await {
+        Ok(f) => ([(header::CONTENT_TYPE, "application/json")], f.json.clone()).into_response(),
+        Err(e) => error(e),
+    }
+}
+
+/// The page's live feed: the board now, then each board that differs.
+async fn socket(State(server): State<Arc<Server>>, upgrade: WebSocketUpgrade) -> Response {
+    let frames = server.frames.subscribe();
+    upgrade.on_upgrade(move |ws| feed(ws, frames, server))
+}
+
+async fn feed(mut ws: WebSocket, mut frames: watch::Receiver<Arc<Frame>>, server: Arc<Server>) {
+    // The first board without waiting for the next tick.
+    let first = match refresh(&server).await {
+        Ok(f) => f,
+        Err(e) => {
+            let _ =
+                ws.send(Message::Text(format!("{{\"error\":{}}}", serde_json::json!(format!("{e:#}"))).into())).await;
+            return;
+        }
+    };
+    frames.mark_unchanged();
+    if ws.send(Message::Text(first.json.clone().into())).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            changed = frames.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let json = frames.borrow_and_update().json.clone();
+                if ws.send(Message::Text(json.into())).await.is_err() {
+                    return;
+                }
+            }
+            // The page sends nothing; a close or an error ends the feed.
+            msg = ws.recv() => {
+                if !matches!(msg, Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Text(_) | Message::Binary(_)))) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn explain(State(server): State<Arc<Server>>, UrlPath(job): UrlPath<String>) -> Response {
+    if !crate::explain::is_job_id(&job) {
+        return (StatusCode::BAD_REQUEST, format!("`{job}` is not a job id (digits)\n")).into_response();
+    }
+    let conf = server.slurm_conf.clone();
+    match tokio::task::spawn_blocking(move || crate::explain::explanation(&job, &conf)).await {
+        Ok(Ok(e)) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], e.render()).into_response(),
+        Ok(Err(e)) => (StatusCode::NOT_FOUND, format!("{e:#}\n")).into_response(),
+        Err(e) => error(e.into()),
+    }
+}
+
+/// `/metrics`: the scrape `fairway metrics` prints, and the alerts the watch holds.
+/// Scrapes within a second of each other share one reading.
+async fn scrape(State(server): State<Arc<Server>>) -> Response {
+    let cached = server.scraped.lock().expect("not poisoned").clone();
+    if let Some((_, text)) = cached.filter(|(at, _)| at.elapsed() < REFRESH) {
+        return ([(header::CONTENT_TYPE, fairway_core::metrics::CONTENT_TYPE)], text).into_response();
+    }
+    let frame = match refresh(&server).await {
+        Ok(f) => f,
+        Err(e) => return error(e),
+    };
+    let conf = server.slurm_conf.clone();
+    let alerts = frame.board.alerts.clone();
+    match tokio::task::spawn_blocking(move || metrics::scrape(&conf, Some(&alerts))).await {
+        Ok(Ok(text)) => {
+            *server.scraped.lock().expect("not poisoned") = Some((Instant::now(), text.clone()));
+            ([(header::CONTENT_TYPE, fairway_core::metrics::CONTENT_TYPE)], text).into_response()
+        }
+        Ok(Err(e)) => error(e),
+        Err(e) => error(e.into()),
+    }
+}
+
+fn error(e: anyhow::Error) -> Response {
+    (StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}\n")).into_response()
+}

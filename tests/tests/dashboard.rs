@@ -1,0 +1,145 @@
+//! `fairway serve`'s page in a real browser (Debian's chromium, driven over the DevTools
+//! protocol) against real Slurm: the queue, GPUs drawn by NVLink domain, a job submitted
+//! during the test arriving over the WebSocket, the GPUs-idle alert on the page and in
+//! /metrics, and explain for a clicked job.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use fairway_tests::{fairway_bin, free_port, Cluster, ClusterSpec, Slurm};
+use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
+use headless_chrome::{Browser, LaunchOptions, Tab};
+
+/// Kills `fairway serve` however the test ends.
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(addr)?;
+    write!(s, "GET {path} HTTP/1.0\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+fn wait<'a>(tab: &'a Tab, selector: &str, secs: u64) -> headless_chrome::Element<'a> {
+    tab.wait_for_element_with_custom_timeout(selector, Duration::from_secs(secs))
+        .unwrap_or_else(|e| panic!("{selector} not on the page within {secs} s: {e:#}"))
+}
+
+fn js(tab: &Tab, expr: &str) -> serde_json::Value {
+    tab.evaluate(expr, false).expect("evaluates").value.unwrap_or_default()
+}
+
+fn unix_ms() -> u128 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis()
+}
+
+#[test]
+fn the_page_shows_the_queue_live_and_alerts_on_idle_gpus() {
+    let fairway = fairway_bin();
+    let topology = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/topology/pcie-a100-nvlink-pairs.toml");
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec!["PriorityCalcPeriod=1".into(), "PriorityWeightQOS=500".into()],
+        gres: Some(("gpu:a100:4".into(), "Name=gpu Type=a100 File={dir}/dev/nvidia[0-3]\n".into())),
+        fairway_toml: Some(format!("[gpu.topology]\n\"fwn1\" = \"{}\"\n", topology.canonicalize().unwrap().display())),
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    let out = c.cmd("sacctmgr", &["-i", "modify", "qos", "high", "set", "GrpTRES=gres/gpu=2"]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    let running = c.sbatch("fw_alice", &["--qos=high", "--gres=gpu:2", "--wrap=sleep 300"]).unwrap();
+    c.wait_job(running, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    let limited = c.sbatch("fw_alice", &["--qos=high", "--gres=gpu:2", "-J", "eval<b>", "--wrap=true"]).unwrap();
+    let reason = || c.cmd("squeue", &["-h", "-j", &limited.to_string(), "-o", "%r"]).unwrap().stdout;
+    c.wait_until("the QoS GPU limit as the reason", || Ok(reason().trim().starts_with("QOSGrp"))).unwrap();
+
+    let addr = format!("127.0.0.1:{}", free_port());
+    let _serve = Serve(
+        Command::new(&fairway)
+            .args(["serve", "--listen", &addr, "--alert-gpus-idle", "0:03"])
+            .env("SLURM_CONF", c.slurm_conf())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    c.wait_until("fairway serve answers", || Ok(http_get(&addr, "/").is_ok())).unwrap();
+
+    let browser = Browser::new(
+        LaunchOptions::default_builder()
+            .path(Some(PathBuf::from("/usr/bin/chromium")))
+            .sandbox(false)
+            .window_size(Some((1500, 1000)))
+            .idle_browser_timeout(Duration::from_secs(300))
+            .build()
+            .unwrap(),
+    )
+    .expect("chromium starts (scripts/setup.sh installs it)");
+    let tab = browser.new_tab().unwrap();
+    tab.navigate_to(&format!("http://{addr}/")).unwrap().wait_until_navigated().unwrap();
+    let loaded_at = js(&tab, "window.fairway.loadedAt");
+
+    // The queue as squeue has it, the job name as text (not markup).
+    wait(&tab, &format!("tr[data-job=\"{running}\"]"), 20);
+    let row = wait(&tab, &format!("tr[data-job=\"{limited}\"]"), 20);
+    let text = row.get_inner_text().unwrap();
+    assert!(text.contains("fw_alice") && text.contains("eval<b>") && text.contains("QOSGrp"), "{text}");
+    // GPUs by NVLink domain: the node's two pairs, two GPUs in use.
+    wait(&tab, "[data-node=\"fwn1\"] .gpu", 10);
+    assert_eq!(js(&tab, "document.querySelectorAll('[data-node=\"fwn1\"] .domain').length"), 2);
+    assert_eq!(js(&tab, "document.querySelectorAll('[data-node=\"fwn1\"] .gpu.used').length"), 2);
+    assert_eq!(js(&tab, "document.querySelectorAll('[data-node=\"fwn1\"] .gpu').length"), 4);
+    // The fair-share tree, accounts and users.
+    wait(&tab, "[data-account=\"vision\"][data-user=\"fw_alice\"]", 10);
+
+    // A job submitted now reaches the open page through the WebSocket.
+    let before = unix_ms();
+    let started = Instant::now();
+    let new = c.sbatch("fw_bob", &["--hold", "--wrap=true"]).unwrap();
+    let submitted = unix_ms();
+    let row = wait(&tab, &format!("tr[data-job=\"{new}\"]"), 15);
+    let seen: u128 = row.get_attribute_value("data-seen").unwrap().unwrap().parse().unwrap();
+    eprintln!(
+        "job {new}: sbatch took {} ms; on the page {} ms after sbatch returned ({} ms after it started; test saw it at {} ms)",
+        submitted - before,
+        seen.saturating_sub(submitted),
+        seen.saturating_sub(before),
+        started.elapsed().as_millis()
+    );
+    assert_eq!(js(&tab, "window.fairway.loadedAt"), loaded_at, "the page was not reloaded");
+    assert!(js(&tab, "window.fairway.messages").as_u64().unwrap() >= 2, "boards came over the socket");
+
+    // GPUs idle while a job that would fit them pends (on a QoS limit) past the
+    // alert's 3 s: on the page and in /metrics.
+    let alert = wait(&tab, ".alert[data-kind=\"gpus_idle_while_jobs_pend\"]", 30);
+    let text = alert.get_inner_text().unwrap();
+    assert!(text.contains("2 GPUs idle in debug while 1 GPU job(s)") && text.contains("QOSGrp"), "{text}");
+    let metrics = http_get(&addr, "/metrics").unwrap();
+    assert!(metrics.contains("fairway_alert{alert=\"gpus_idle_while_jobs_pend\",subject=\"debug\"} 1\n"), "{metrics}");
+
+    // Explain for a clicked job.
+    tab.find_element(&format!("tr[data-job=\"{limited}\"]")).unwrap().click().unwrap();
+    c.wait_until("explain shown", || {
+        Ok(js(&tab, "document.getElementById('explain-text').textContent").as_str().unwrap_or("").contains("limit"))
+    })
+    .unwrap();
+    let explained = js(&tab, "document.getElementById('explain-text').textContent");
+    assert!(explained.as_str().unwrap().contains("the QoS high has reached a limit"), "{explained}");
+
+    let png = tab.capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true).unwrap();
+    let dir = std::env::var_os("FAIRWAY_SCREENSHOTS").map_or_else(|| c.dir().to_path_buf(), PathBuf::from);
+    std::fs::write(dir.join("dashboard.png"), png).unwrap();
+    drop(tab);
+    drop(browser);
+    c.stop().unwrap();
+}
