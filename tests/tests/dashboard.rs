@@ -24,11 +24,42 @@ impl Drop for Serve {
 }
 
 fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    http(addr, "GET", path, "", "")
+}
+
+/// One HTTP/1.0 request (`headers`: extra lines, each ending in CRLF); the whole answer.
+fn http(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> std::io::Result<String> {
     let mut s = TcpStream::connect(addr)?;
-    write!(s, "GET {path} HTTP/1.0\r\n\r\n")?;
+    write!(s, "{method} {path} HTTP/1.0\r\n{headers}Content-Length: {}\r\n\r\n{body}", body.len())?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;
     Ok(text)
+}
+
+fn start_serve(fairway: &str, c: &Cluster, args: &[&str]) -> Serve {
+    Serve(
+        Command::new(fairway)
+            .arg("serve")
+            .args(args)
+            .env("SLURM_CONF", c.slurm_conf())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn chromium() -> Browser {
+    Browser::new(
+        LaunchOptions::default_builder()
+            .path(Some(PathBuf::from("/usr/bin/chromium")))
+            .sandbox(false)
+            .window_size(Some((1500, 1000)))
+            .idle_browser_timeout(Duration::from_secs(300))
+            .build()
+            .unwrap(),
+    )
+    .expect("chromium starts (scripts/setup.sh installs it)")
 }
 
 fn wait<'a>(tab: &'a Tab, selector: &str, secs: u64) -> headless_chrome::Element<'a> {
@@ -64,27 +95,10 @@ fn the_page_shows_the_queue_live_and_alerts_on_idle_gpus() {
     c.wait_until("the QoS GPU limit as the reason", || Ok(reason().trim().starts_with("QOSGrp"))).unwrap();
 
     let addr = format!("127.0.0.1:{}", free_port());
-    let _serve = Serve(
-        Command::new(&fairway)
-            .args(["serve", "--listen", &addr, "--alert-gpus-idle", "0:03"])
-            .env("SLURM_CONF", c.slurm_conf())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
+    let _serve = start_serve(&fairway, &c, &["--listen", &addr, "--alert-gpus-idle", "0:03"]);
     c.wait_until("fairway serve answers", || Ok(http_get(&addr, "/").is_ok())).unwrap();
 
-    let browser = Browser::new(
-        LaunchOptions::default_builder()
-            .path(Some(PathBuf::from("/usr/bin/chromium")))
-            .sandbox(false)
-            .window_size(Some((1500, 1000)))
-            .idle_browser_timeout(Duration::from_secs(300))
-            .build()
-            .unwrap(),
-    )
-    .expect("chromium starts (scripts/setup.sh installs it)");
+    let browser = chromium();
     let tab = browser.new_tab().unwrap();
     tab.navigate_to(&format!("http://{addr}/")).unwrap().wait_until_navigated().unwrap();
     let loaded_at = js(&tab, "window.fairway.loadedAt");
@@ -139,6 +153,101 @@ fn the_page_shows_the_queue_live_and_alerts_on_idle_gpus() {
     let png = tab.capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true).unwrap();
     let dir = std::env::var_os("FAIRWAY_SCREENSHOTS").map_or_else(|| c.dir().to_path_buf(), PathBuf::from);
     std::fs::write(dir.join("dashboard.png"), png).unwrap();
+    drop(tab);
+    drop(browser);
+    c.stop().unwrap();
+}
+
+#[test]
+fn signed_in_viewers_see_what_slurm_shows_them() {
+    let fairway = fairway_bin();
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec!["PriorityCalcPeriod=1".into(), "PrivateData=jobs,usage".into()],
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    let alices = c.sbatch("fw_alice", &["--wrap=sleep 300"]).unwrap();
+    c.wait_job(alices, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    let bobs = c.sbatch("fw_bob", &["--hold", "--wrap=true"]).unwrap();
+    let socket = c.dir().join("munge/munge.socket.2").display().to_string();
+    let credential = |user: &str, payload: &str| {
+        let out = c.run_as(user, "munge", &["-s", payload, "-S", &socket]).unwrap();
+        assert!(out.ok(), "{out:?}");
+        out.stdout.trim().to_string()
+    };
+
+    // Any address but loopback must say how viewers are told apart.
+    let open = Command::new(&fairway)
+        .args(["serve", "--listen", &format!("0.0.0.0:{}", free_port())])
+        .env("SLURM_CONF", c.slurm_conf())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&open.stderr);
+    assert!(!open.status.success() && said.contains("pass --auth munge"), "{said}");
+
+    let token = c.dir().join("metrics-token");
+    std::fs::write(&token, "a-token-prometheus-is-given\n").unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let token_arg = token.display().to_string();
+    let _serve = start_serve(&fairway, &c, &["--listen", &addr, "--auth", "munge", "--metrics-token-file", &token_arg]);
+    c.wait_until("fairway serve answers", || Ok(http_get(&addr, "/").is_ok())).unwrap();
+    assert!(http_get(&addr, "/api/board").unwrap().starts_with("HTTP/1.0 401"));
+    assert!(http_get(&addr, "/metrics").unwrap().starts_with("HTTP/1.0 401"));
+    let scraped = http(&addr, "GET", "/metrics", "Authorization: Bearer a-token-prometheus-is-given\r\n", "").unwrap();
+    assert!(scraped.starts_with("HTTP/1.0 200") && scraped.contains("fairway_jobs{"), "{scraped}");
+
+    // Credentials munge will not vouch for, or made for something else, sign no one in.
+    let wrong = http(&addr, "POST", "/api/login", "", &credential("fw_bob", "something else")).unwrap();
+    assert!(wrong.starts_with("HTTP/1.0 401") && wrong.contains("not made for fairway serve"), "{wrong}");
+    let forged = http(&addr, "POST", "/api/login", "", "MUNGE:AAAAnot-a-credential:").unwrap();
+    assert!(forged.starts_with("HTTP/1.0 401") && forged.contains("munge refused"), "{forged}");
+    let once = credential("fw_bob", "fairway-serve");
+    let signed = http(&addr, "POST", "/api/login", "", &once).unwrap();
+    assert!(signed.starts_with("HTTP/1.0 200"), "{signed}");
+    let replayed = http(&addr, "POST", "/api/login", "", &once).unwrap();
+    assert!(replayed.starts_with("HTTP/1.0 401") && replayed.contains("eplayed"), "{replayed}");
+    let cookie = signed.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap().split(';').next().unwrap();
+    let as_bob = |path: &str| http(&addr, "GET", path, &format!("Cookie: {cookie}\r\n"), "").unwrap();
+    let peek = as_bob(&format!("/api/explain/{alices}"));
+    assert!(peek.starts_with("HTTP/1.0 404") && peek.contains("not a job of yours"), "{peek}");
+    assert!(!peek.contains("fw_alice"), "{peek}");
+    let own = as_bob(&format!("/api/explain/{bobs}"));
+    assert!(own.starts_with("HTTP/1.0 200") && own.contains("[JobHeldUser]"), "{own}");
+    assert!(as_bob("/metrics").starts_with("HTTP/1.0 401"), "a user is no operator");
+
+    // In the browser: sign in, then exactly the jobs and fair-share rows squeue and
+    // sshare show fw_bob.
+    let browser = chromium();
+    let tab = browser.new_tab().unwrap();
+    tab.navigate_to(&format!("http://{addr}/")).unwrap().wait_until_navigated().unwrap();
+    wait(&tab, "#login:not([hidden])", 10);
+    let pasted = serde_json::to_string(&credential("fw_bob", "fairway-serve")).unwrap();
+    js(&tab, &format!("document.getElementById('credential').value = {pasted}"));
+    tab.find_element("#sign-in").unwrap().click().unwrap();
+    wait(&tab, &format!("tr[data-job=\"{bobs}\"]"), 20);
+    let who = js(&tab, "document.getElementById('who').textContent");
+    assert_eq!(who, "signed in as fw_bob", "{who}");
+    let on_page = js(
+        &tab,
+        "[...new Set([...document.querySelectorAll('tr[data-job]')].map(r => r.dataset.job))].sort().join(',')",
+    );
+    let squeue = c.run_as("fw_bob", "squeue", &["-h", "-o", "%i"]).unwrap().stdout;
+    let mut shown: Vec<&str> = squeue.lines().map(str::trim).collect();
+    shown.sort();
+    assert_eq!(on_page, shown.join(","), "the page shows fw_bob the jobs squeue shows him");
+    assert!(!on_page.as_str().unwrap().contains(&alices.to_string()));
+    let rows = js(
+        &tab,
+        "[...document.querySelectorAll('.share')].map(r => r.dataset.account + '/' + r.dataset.user).join(',')",
+    );
+    let sshare = c.run_as("fw_bob", "sshare", &["-a", "-h", "-P", "-o", "Account,User"]).unwrap().stdout;
+    eprintln!("sshare as fw_bob under PrivateData=usage:\n{sshare}");
+    let expected: Vec<String> = sshare
+        .lines()
+        .map(|l| l.split('|').map(str::trim).collect::<Vec<_>>().join("/"))
+        .filter(|r| r != "root/")
+        .collect();
+    assert_eq!(rows, expected.join(","), "the page shows fw_bob the associations sshare shows him");
     drop(tab);
     drop(browser);
     c.stop().unwrap();

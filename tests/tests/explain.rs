@@ -181,7 +181,8 @@ fn explain_says_why_a_job_waits_and_shows_no_one_elses_job() {
     let _ = serve.kill();
     let _ = serve.wait();
     assert!(scraped.starts_with("HTTP/1.0 200") || scraped.starts_with("HTTP/1.1 200"), "{scraped}");
-    assert!(scraped.contains("Content-Type: application/openmetrics-text"), "{scraped}");
+    // Header names are case-insensitive (hyper writes them in lower case).
+    assert!(scraped.to_ascii_lowercase().contains("content-type: application/openmetrics-text"), "{scraped}");
     assert!(scraped.contains("fairway_account_norm_shares{account=\"vision\"}"), "{scraped}");
 
     // Without PrivateData=jobs the owner sees the terms too (the file becomes 0644 at

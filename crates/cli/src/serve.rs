@@ -16,19 +16,21 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path as UrlPath, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use clap::Args;
 use fairway_core::config::{self, Config};
-use fairway_core::dashboard::{self, AlertRules, Board, Reading, Watch};
+use fairway_core::dashboard::{self, AlertRules, Board, Reading, Viewer, Watch};
 use fairway_core::predict::OnlineCalibration;
 use fairway_core::status::{self, Status};
 use fairway_core::topology::Topology;
 use tokio::sync::watch;
 
 use crate::metrics::{self, MetricsArgs};
+
+mod auth;
 use crate::slurm_cmd;
 
 /// How often the board is refreshed while a browser watches: changes reach the page
@@ -50,6 +52,16 @@ pub struct ServeArgs {
     /// shares this long.
     #[arg(long, default_value = "6:00:00", value_parser = slurm_time)]
     alert_share_gap: u64,
+    /// How viewers are told apart: `munge` signs each in with a munge credential and
+    /// shows them what Slurm shows them (PrivateData); `none` shows everyone what the
+    /// user running `fairway serve` sees. [default: none on a loopback address; any
+    /// other address must say]
+    #[arg(long, value_enum)]
+    auth: Option<auth::Mode>,
+    /// A file holding the bearer token Prometheus sends for /metrics under
+    /// `--auth munge` (Prometheus' `authorization: credentials_file`).
+    #[arg(long)]
+    metrics_token_file: Option<PathBuf>,
     #[command(flatten)]
     metrics: MetricsArgs,
 }
@@ -61,6 +73,7 @@ fn slurm_time(s: &str) -> Result<u64, String> {
 /// What every request handler shares.
 struct Server {
     slurm_conf: PathBuf,
+    auth: auth::Auth,
     frames: watch::Sender<Arc<Frame>>,
     /// Serializes refreshes; holds the alert watch and topology files read so far.
     refresher: Mutex<Refresher>,
@@ -89,22 +102,35 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         share_gap_for: a.alert_share_gap as i64,
         ..AlertRules::default()
     };
+    let listener = std::net::TcpListener::bind(&a.listen).with_context(|| format!("cannot listen on {}", a.listen))?;
+    let local = listener.local_addr()?;
+    let mode = match a.auth {
+        Some(m) => m,
+        None if local.ip().is_loopback() => auth::Mode::None,
+        None => anyhow::bail!(
+            "{local} is reachable from other hosts: pass --auth munge (viewers sign in and see what Slurm shows \
+             them) or --auth none (everyone who connects sees every job, e.g. behind a proxy that admits admins)"
+        ),
+    };
     let server = Arc::new(Server {
         slurm_conf: a.metrics.slurm_conf.clone(),
+        auth: auth::Auth::new(mode, a.metrics_token_file.as_deref())?,
         frames: watch::channel(Arc::new(Frame::default())).0,
         refresher: Mutex::new(Refresher { watch: Watch::new(rules), state_dir: None, topology: BTreeMap::new() }),
         scraped: Mutex::new(None),
     });
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let listener =
-            tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
-        eprintln!("fairway serve: http://{0}/ (the page), http://{0}/metrics", listener.local_addr()?);
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        eprintln!("fairway serve: http://{local}/ (the page), http://{local}/metrics; sign-in: {mode:?}");
         tokio::spawn(refresh_while_watched(server.clone()));
         let app = Router::new()
             .route("/", get(page))
             .route("/ws", get(socket))
             .route("/api/board", get(board))
+            .route("/api/whoami", get(whoami))
+            .route("/api/login", post(login))
             .route("/api/explain/{job}", get(explain))
             .route("/metrics", get(scrape))
             .with_state(server);
@@ -193,20 +219,59 @@ async fn page() -> Html<&'static str> {
     Html(include_str!("serve/page.html"))
 }
 
-async fn board(State(server): State<Arc<Server>>) -> Response {
+impl Server {
+    /// The frame's board as `viewer` may see it, as JSON.
+    fn json_for(&self, frame: &Frame, viewer: &Viewer) -> String {
+        if viewer.sees_all {
+            return frame.json.clone();
+        }
+        serde_json::to_string(&frame.board.as_seen_by(viewer, self.auth.private)).unwrap_or_default()
+    }
+}
+
+fn sign_in_first() -> Response {
+    (StatusCode::UNAUTHORIZED, format!("sign in first: run `munge -s {}` and paste what it prints\n", auth::PAYLOAD))
+        .into_response()
+}
+
+async fn board(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    let Some(viewer) = server.auth.viewer(&headers) else { return sign_in_first() };
     match refresh(&server).await {
-        Ok(f) => ([(header::CONTENT_TYPE, "application/json")], f.json.clone()).into_response(),
+        Ok(f) => ([(header::CONTENT_TYPE, "application/json")], server.json_for(&f, &viewer)).into_response(),
         Err(e) => error(e),
     }
 }
 
-/// The page's live feed: the board now, then each board that differs.
-async fn socket(State(server): State<Arc<Server>>, upgrade: WebSocketUpgrade) -> Response {
-    let frames = server.frames.subscribe();
-    upgrade.on_upgrade(move |ws| feed(ws, frames, server))
+/// Who the page is signed in as (401 until signed in, under `--auth munge`).
+async fn whoami(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    match server.auth.viewer(&headers) {
+        Some(v) => axum::Json(serde_json::json!({ "user": v.user, "sees_all": v.sees_all, "auth": format!("{:?}", server.auth.mode).to_lowercase() })).into_response(),
+        None => sign_in_first(),
+    }
 }
 
-async fn feed(mut ws: WebSocket, mut frames: watch::Receiver<Arc<Frame>>, server: Arc<Server>) {
+/// Signs in with the munge credential in the body.
+async fn login(State(server): State<Arc<Server>>, credential: String) -> Response {
+    let s = server.clone();
+    match tokio::task::spawn_blocking(move || s.auth.sign_in(&credential)).await {
+        Ok(Ok((viewer, cookie))) => (
+            [(header::SET_COOKIE, cookie)],
+            axum::Json(serde_json::json!({ "user": viewer.user, "sees_all": viewer.sees_all })),
+        )
+            .into_response(),
+        Ok(Err(e)) => (StatusCode::UNAUTHORIZED, format!("{e:#}\n")).into_response(),
+        Err(e) => error(e.into()),
+    }
+}
+
+/// The page's live feed: the board now, then each board that differs.
+async fn socket(State(server): State<Arc<Server>>, headers: HeaderMap, upgrade: WebSocketUpgrade) -> Response {
+    let Some(viewer) = server.auth.viewer(&headers) else { return sign_in_first() };
+    let frames = server.frames.subscribe();
+    upgrade.on_upgrade(move |ws| feed(ws, frames, server, viewer))
+}
+
+async fn feed(mut ws: WebSocket, mut frames: watch::Receiver<Arc<Frame>>, server: Arc<Server>, viewer: Viewer) {
     // The first board without waiting for the next tick.
     let first = match refresh(&server).await {
         Ok(f) => f,
@@ -217,7 +282,7 @@ async fn feed(mut ws: WebSocket, mut frames: watch::Receiver<Arc<Frame>>, server
         }
     };
     frames.mark_unchanged();
-    if ws.send(Message::Text(first.json.clone().into())).await.is_err() {
+    if ws.send(Message::Text(server.json_for(&first, &viewer).into())).await.is_err() {
         return;
     }
     loop {
@@ -226,8 +291,8 @@ async fn feed(mut ws: WebSocket, mut frames: watch::Receiver<Arc<Frame>>, server
                 if changed.is_err() {
                     return;
                 }
-                let json = frames.borrow_and_update().json.clone();
-                if ws.send(Message::Text(json.into())).await.is_err() {
+                let frame = frames.borrow_and_update().clone();
+                if ws.send(Message::Text(server.json_for(&frame, &viewer).into())).await.is_err() {
                     return;
                 }
             }
@@ -241,12 +306,18 @@ async fn feed(mut ws: WebSocket, mut frames: watch::Receiver<Arc<Frame>>, server
     }
 }
 
-async fn explain(State(server): State<Arc<Server>>, UrlPath(job): UrlPath<String>) -> Response {
+async fn explain(State(server): State<Arc<Server>>, headers: HeaderMap, UrlPath(job): UrlPath<String>) -> Response {
+    let Some(viewer) = server.auth.viewer(&headers) else { return sign_in_first() };
     if !crate::explain::is_job_id(&job) {
         return (StatusCode::BAD_REQUEST, format!("`{job}` is not a job id (digits)\n")).into_response();
     }
     let conf = server.slurm_conf.clone();
-    match tokio::task::spawn_blocking(move || crate::explain::explanation(&job, &conf)).await {
+    let private = server.auth.private;
+    let shown = tokio::task::spawn_blocking(move || {
+        let e = crate::explain::explanation(&job, &conf)?;
+        e.as_seen_by(&viewer, private).with_context(|| format!("job {job}: not a job of yours (PrivateData=jobs)"))
+    });
+    match shown.await {
         Ok(Ok(e)) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], e.render()).into_response(),
         Ok(Err(e)) => (StatusCode::NOT_FOUND, format!("{e:#}\n")).into_response(),
         Err(e) => error(e.into()),
@@ -255,7 +326,11 @@ async fn explain(State(server): State<Arc<Server>>, UrlPath(job): UrlPath<String
 
 /// `/metrics`: the scrape `fairway metrics` prints, and the alerts the watch holds.
 /// Scrapes within a second of each other share one reading.
-async fn scrape(State(server): State<Arc<Server>>) -> Response {
+async fn scrape(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    if !server.auth.may_scrape(&headers) {
+        return (StatusCode::UNAUTHORIZED, "/metrics: sign in as an operator, or send --metrics-token-file's token\n")
+            .into_response();
+    }
     let cached = server.scraped.lock().expect("not poisoned").clone();
     if let Some((_, text)) = cached.filter(|(at, _)| at.elapsed() < REFRESH) {
         return ([(header::CONTENT_TYPE, fairway_core::metrics::CONTENT_TYPE)], text).into_response();

@@ -25,11 +25,20 @@ pub fn run(program: &Path, args: &[&str]) -> anyhow::Result<String> {
 /// `StateSaveLocation` as the running slurmctld has it (`scontrol show config`: right in
 /// a configless cluster too, where this host has no slurm.conf).
 pub fn state_save_location() -> anyhow::Result<std::path::PathBuf> {
-    let conf = run(Path::new("scontrol"), &["show", "config"])?;
-    conf.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            (k.trim() == "StateSaveLocation").then(|| std::path::PathBuf::from(v.trim()))
-        })
+    show_config()?
+        .remove("StateSaveLocation")
+        .map(std::path::PathBuf::from)
         .context("scontrol show config names no StateSaveLocation")
+}
+
+/// `scontrol show config` as key and value (`SlurmUser` → `slurm(64030)`).
+pub fn show_config() -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let conf = run(Path::new("scontrol"), &["show", "config"])?;
+    Ok(conf
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            Some((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect())
 }

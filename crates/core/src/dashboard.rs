@@ -10,6 +10,7 @@
 
 mod alerts;
 mod nodes;
+mod viewer;
 
 use std::collections::BTreeMap;
 
@@ -17,6 +18,7 @@ use serde::Serialize;
 
 pub use alerts::{Alert, AlertKind, AlertRules, Watch};
 pub use nodes::{nvlink_domains, GpuCell, NodeView};
+pub use viewer::{PrivateData, Viewer};
 
 use crate::metrics::gpus_per_node;
 use crate::status::Status;

@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::dashboard::{PrivateData, Viewer};
+
 use crate::config::Seconds;
 use crate::status::{JobTerms, Status, StatusError};
 
@@ -381,6 +383,29 @@ pub struct Explanation {
 }
 
 impl Explanation {
+    /// What `viewer` may see of it, as Slurm's commands run by them would show it:
+    /// `None` for another user's job under `PrivateData=jobs`. Under `jobs` the queue
+    /// position (which counts other users' jobs) is left out; under `usage` the fair-share
+    /// path keeps only the viewer's own association and loses the rank among users.
+    pub fn as_seen_by(mut self, viewer: &Viewer, private: PrivateData) -> Option<Self> {
+        if viewer.sees_all {
+            return Some(self);
+        }
+        if private.jobs {
+            if self.user != viewer.user {
+                return None;
+            }
+            self.queue.clear();
+        }
+        if private.usage {
+            if let Some(fs) = &mut self.fair_share {
+                fs.path.retain(|l| l.name == viewer.user);
+                fs.rank = None;
+            }
+        }
+        Some(self)
+    }
+
     /// The text `fairway explain` prints.
     pub fn render(&self) -> String {
         let mut o = String::new();

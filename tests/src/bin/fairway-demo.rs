@@ -238,7 +238,7 @@ fn docker(version: &str) -> Result<()> {
 }
 
 /// Fairway's metrics on the controller, where priority/fairway's status is: a few series
-/// now, and `fairway serve` left running for Prometheus or curl.
+/// now, and `fairway serve` (the live page and /metrics) left running.
 fn metrics(c: &DockerCluster) {
     const FAIRWAY: &str = "/usr/lib/fairway/bin/fairway";
     match c.exec("ctld", &[FAIRWAY, "metrics"]) {
@@ -252,7 +252,10 @@ fn metrics(c: &DockerCluster) {
     }
     let Ok(id) = c.container("ctld") else { return };
     let serve = std::process::Command::new("docker")
-        .args(["exec", "-d", &id, FAIRWAY, "serve", "--listen", "0.0.0.0:9814"])
+        // The demo's network is the host's docker bridge, reachable from this host only:
+        // everyone who can reach it may see every job. A site signs viewers in instead
+        // (`--auth munge`, README "The live page").
+        .args(["exec", "-d", &id, FAIRWAY, "serve", "--listen", "0.0.0.0:9814", "--auth", "none"])
         .status();
     let ip = std::process::Command::new("docker")
         .args(["inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", &id])
@@ -260,7 +263,8 @@ fn metrics(c: &DockerCluster) {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     if serve.is_ok_and(|s| s.success()) && !ip.is_empty() {
-        println!("\nFairway's metrics for Prometheus: curl http://{ip}:9814/metrics (fairway serve on the controller)");
+        println!("\nFairway's live page: http://{ip}:9814/ (fairway serve on the controller; open it in a browser)");
+        println!("Fairway's metrics for Prometheus: curl http://{ip}:9814/metrics");
     }
 }
 
