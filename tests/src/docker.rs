@@ -42,6 +42,20 @@ impl DockerCluster {
         Ok(id)
     }
 
+    /// A container's address on the cluster's docker network (reachable from this host).
+    pub fn address(&self, service: &str) -> Result<String> {
+        let out = Command::new("docker")
+            .args(["inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"])
+            .arg(self.container(service)?)
+            .output()
+            .context("docker inspect")?;
+        let ip = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if ip.is_empty() {
+            bail!("{service} has no address on a docker network");
+        }
+        Ok(ip)
+    }
+
     /// Runs a command in a container, as root.
     pub fn exec(&self, service: &str, args: &[&str]) -> Result<CmdOutput> {
         let out = Command::new("docker")

@@ -5,13 +5,15 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use fairway_tests::{fairway_bin, free_port, Cluster, ClusterSpec, Slurm};
-use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
-use headless_chrome::{Browser, LaunchOptions, Tab};
+
+#[path = "common/browser.rs"]
+mod browser;
+use browser::{chromium, js, screenshot, unix_ms, wait};
 
 /// Kills `fairway serve` however the test ends.
 struct Serve(Child);
@@ -47,32 +49,6 @@ fn start_serve(fairway: &str, c: &Cluster, args: &[&str]) -> Serve {
             .spawn()
             .unwrap(),
     )
-}
-
-fn chromium() -> Browser {
-    Browser::new(
-        LaunchOptions::default_builder()
-            .path(Some(PathBuf::from("/usr/bin/chromium")))
-            .sandbox(false)
-            .window_size(Some((1500, 1000)))
-            .idle_browser_timeout(Duration::from_secs(300))
-            .build()
-            .unwrap(),
-    )
-    .expect("chromium starts (scripts/setup.sh installs it)")
-}
-
-fn wait<'a>(tab: &'a Tab, selector: &str, secs: u64) -> headless_chrome::Element<'a> {
-    tab.wait_for_element_with_custom_timeout(selector, Duration::from_secs(secs))
-        .unwrap_or_else(|e| panic!("{selector} not on the page within {secs} s: {e:#}"))
-}
-
-fn js(tab: &Tab, expr: &str) -> serde_json::Value {
-    tab.evaluate(expr, false).expect("evaluates").value.unwrap_or_default()
-}
-
-fn unix_ms() -> u128 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis()
 }
 
 #[test]
@@ -150,9 +126,7 @@ fn the_page_shows_the_queue_live_and_alerts_on_idle_gpus() {
     let explained = js(&tab, "document.getElementById('explain-text').textContent");
     assert!(explained.as_str().unwrap().contains("the QoS high has reached a limit"), "{explained}");
 
-    let png = tab.capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true).unwrap();
-    let dir = std::env::var_os("FAIRWAY_SCREENSHOTS").map_or_else(|| c.dir().to_path_buf(), PathBuf::from);
-    std::fs::write(dir.join("dashboard.png"), png).unwrap();
+    screenshot(&tab, "dashboard.png", Some(c.dir()));
     drop(tab);
     drop(browser);
     c.stop().unwrap();

@@ -12,6 +12,9 @@ use fairway_core::topology::select::{choose, score};
 use fairway_core::topology::{CoreSet, GresStyle, Topology};
 use fairway_tests::{DockerCluster, Slurm};
 
+#[path = "common/browser.rs"]
+mod browser;
+
 fn cluster() -> DockerCluster {
     DockerCluster::from_env().expect("the docker cluster is up")
 }
@@ -733,5 +736,98 @@ fn explain_and_metrics_on_the_docker_cluster() {
     );
     assert!(metrics.stdout.contains(&line), "{line} not in\n{}", metrics.stdout);
     assert!(metrics.stdout.contains("\nfairway_priority_pass_seconds "), "{}", metrics.stdout);
+    cancel_all(&c);
+}
+
+/// `fairway serve` on the controller, stopped however the test ends.
+struct ServeInCtld<'a>(&'a DockerCluster);
+
+impl Drop for ServeInCtld<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.exec("ctld", &["pkill", "-f", "fairway serve --listen 0.0.0.0:9815"]);
+    }
+}
+
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn the_live_page_draws_the_cluster_and_its_gangs_in_a_browser() {
+    use browser::{chromium, js, screenshot, unix_ms, wait};
+    let c = cluster();
+    cancel_all(&c);
+    let gang =
+        c.sbatch("fw_alice", &["-p", "gpu", "-N", "2", "--gres=gpu:h100:8", "-t", "10", "--wrap=sleep 300"]).unwrap();
+    let lora = c.sbatch("fw_carol", &["-p", "a100", "--gres=gpu:a100:2", "-t", "10", "--wrap=sleep 300"]).unwrap();
+    c.wait_job(gang, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    c.wait_job(lora, &["RUNNING"], Duration::from_secs(60)).unwrap();
+
+    let id = c.container("ctld").unwrap();
+    let started = std::process::Command::new("docker")
+        .args([
+            "exec",
+            "-d",
+            &id,
+            "/usr/lib/fairway/bin/fairway",
+            "serve",
+            "--listen",
+            "0.0.0.0:9815",
+            "--auth",
+            "none",
+        ])
+        .status()
+        .unwrap();
+    assert!(started.success());
+    let _serve = ServeInCtld(&c);
+    let url = format!("http://{}:9815/", c.address("ctld").unwrap());
+    c.wait_for("fairway serve answers", Duration::from_secs(30), || {
+        Ok(std::net::TcpStream::connect(url.trim_start_matches("http://").trim_end_matches('/')).is_ok())
+    })
+    .unwrap();
+
+    let browser = chromium();
+    let tab = browser.new_tab().unwrap();
+    tab.navigate_to(&url).unwrap().wait_until_navigated().unwrap();
+    wait(&tab, &format!("tr[data-job=\"{gang}\"]"), 20);
+    let count = |sel: &str| js(&tab, &format!("document.querySelectorAll('{sel}').length")).as_u64().unwrap();
+    // Every node with its GPUs; the gang holds all 16 H100s, the LoRA job two A100s.
+    for (node, gpus) in [("c1", 8), ("c2", 8), ("c3", 4), ("c4", 4)] {
+        assert_eq!(count(&format!("[data-node=\"{node}\"] .gpu")), gpus, "{node}");
+    }
+    assert_eq!(count("[data-node=\"c1\"] .gpu.used") + count("[data-node=\"c2\"] .gpu.used"), 16);
+    assert_eq!(count("[data-node=\"c3\"] .gpu.used") + count("[data-node=\"c4\"] .gpu.used"), 2);
+    // Where slurmctld's fairway.toml names the nodes' topology files (every version
+    // with Fairway's gpu/nvml), GPUs are drawn by NVLink domain: one NVSwitch domain of
+    // 8 on the DGX nodes, two pairs on the A100 nodes.
+    if c.read_file("ctld", "/etc/slurm/fairway.toml").unwrap().contains("[gpu.topology]") {
+        assert_eq!(count("[data-node=\"c1\"] .domain"), 1);
+        assert_eq!(count("[data-node=\"c3\"] .domain"), 2);
+    }
+    // The gang among the running gangs.
+    let gangs = js(&tab, "document.getElementById('gang-list').textContent");
+    assert!(gangs.as_str().unwrap().contains(&format!("job {gang} (fw_alice): 2 nodes × 8 GPUs on c[1-2]")), "{gangs}");
+
+    // A job submitted now reaches the open page without a reload.
+    let before = unix_ms();
+    let new = c.sbatch("fw_bob", &["-p", "gpu", "--gres=gpu:h100:4", "-t", "5", "--wrap=true"]).unwrap();
+    let submitted = unix_ms();
+    let row = wait(&tab, &format!("tr[data-job=\"{new}\"]"), 15);
+    let seen: u128 = row.get_attribute_value("data-seen").unwrap().unwrap().parse().unwrap();
+    eprintln!(
+        "Slurm {}: job {new} on the page {} ms after sbatch returned (sbatch took {} ms)",
+        c.version,
+        seen.saturating_sub(submitted),
+        submitted - before
+    );
+    wait(&tab, "[data-account=\"vision\"]", 10);
+    // explain of the clicked job, from the controller.
+    row.click().unwrap();
+    c.wait_for("explain shown", Duration::from_secs(20), || {
+        Ok(js(&tab, "document.getElementById('explain-text').textContent")
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("job {new}: pending (user fw_bob"))))
+    })
+    .unwrap();
+    screenshot(&tab, &format!("dashboard-docker-{}.png", c.version), None);
+    drop(tab);
+    drop(browser);
     cancel_all(&c);
 }

@@ -172,7 +172,7 @@ impl Board {
             for p in &n.partitions {
                 let e =
                     partitions.entry(p.clone()).or_insert_with(|| Partition { name: p.clone(), ..Default::default() });
-                if n.usable() {
+                if n.usable {
                     e.gpus += n.gpus.len() as u64;
                     e.idle_gpus += n.idle_gpus() as u64;
                 }

@@ -257,12 +257,7 @@ fn metrics(c: &DockerCluster) {
         // (`--auth munge`, README "The live page").
         .args(["exec", "-d", &id, FAIRWAY, "serve", "--listen", "0.0.0.0:9814", "--auth", "none"])
         .status();
-    let ip = std::process::Command::new("docker")
-        .args(["inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", &id])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    if serve.is_ok_and(|s| s.success()) && !ip.is_empty() {
+    if let (true, Ok(ip)) = (serve.is_ok_and(|s| s.success()), c.address("ctld")) {
         println!("\nFairway's live page: http://{ip}:9814/ (fairway serve on the controller; open it in a browser)");
         println!("Fairway's metrics for Prometheus: curl http://{ip}:9814/metrics");
     }

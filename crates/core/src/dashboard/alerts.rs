@@ -234,12 +234,8 @@ impl Watch {
 /// cluster (not on a hold, a dependency or a begin time) would fit them.
 fn gpus_idle(board: &Board, out: &mut Vec<(AlertKind, String, String)>) {
     for p in &board.partitions {
-        let free: Vec<usize> = board
-            .nodes
-            .iter()
-            .filter(|n| n.usable() && n.partitions.contains(&p.name))
-            .map(|n| n.idle_gpus())
-            .collect();
+        let free: Vec<usize> =
+            board.nodes.iter().filter(|n| n.usable && n.partitions.contains(&p.name)).map(|n| n.idle_gpus()).collect();
         let fits = |g: u64, n: u32| g > 0 && free.iter().filter(|f| **f as u64 >= g).count() >= n as usize;
         let waiting: Vec<&super::Job> =
             p.pending.iter().filter(|j| j.waits_on_cluster() && fits(j.gpus_per_node, j.nodes)).collect();

@@ -36,16 +36,18 @@ pub struct NodeView {
     pub gpus: Vec<GpuCell>,
     /// Sockets, when the topology is known.
     pub sockets: Option<u32>,
+    /// Whether new jobs can start on it (not down, drained, failing or not responding).
+    pub usable: bool,
+}
+
+/// Whether a node in sinfo's `state` can start new jobs.
+fn usable(state: &str) -> bool {
+    const UNUSABLE: [&str; 7] = ["down", "drain", "fail", "unknown", "future", "maint", "reboot"];
+    // `*`: not responding.
+    !state.ends_with('*') && !UNUSABLE.iter().any(|u| state.contains(u))
 }
 
 impl NodeView {
-    /// Whether new jobs can start on it.
-    pub fn usable(&self) -> bool {
-        const UNUSABLE: [&str; 7] = ["down", "drain", "fail", "unknown", "future", "maint", "reboot"];
-        // `*`: not responding; the other suffixes mark power saving and reboots in flight.
-        !self.state.ends_with('*') && !UNUSABLE.iter().any(|u| self.state.contains(u))
-    }
-
     /// GPUs no job holds.
     pub fn idle_gpus(&self) -> usize {
         self.gpus.iter().filter(|g| !g.used).count()
@@ -153,6 +155,7 @@ pub(super) fn parse(sinfo: &str, topology: &BTreeMap<String, Topology>) -> Vec<N
                 gpu_type,
                 gpus,
                 sockets: topo.map(|t| t.cpu.sockets),
+                usable: usable(state),
             },
         );
     }

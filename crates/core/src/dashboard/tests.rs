@@ -158,3 +158,32 @@ fn nvlink_domains_from_topology_files() {
     let dgx = Topology::load(&root.join("dgx-h100.toml")).unwrap();
     assert_eq!(nvlink_domains(&dgx), [0; 8]);
 }
+
+#[test]
+fn a_viewer_sees_what_private_data_lets_them() {
+    let mut b = board(0);
+    let mut w = Watch::new(AlertRules { gpus_idle_for: 0, share_gap_for: 0, ..AlertRules::default() });
+    w.observe(&mut b, None, None);
+    let bob = Viewer { user: "fw_bob".into(), sees_all: false };
+    assert_eq!(b.as_seen_by(&bob, PrivateData::parse("none")), b);
+    let admin = Viewer { user: "slurm".into(), sees_all: true };
+    assert_eq!(b.as_seen_by(&admin, PrivateData::parse("jobs,usage,nodes")), b);
+
+    let p = PrivateData::parse("accounts,jobs,usage");
+    assert_eq!(p, PrivateData { jobs: true, usage: true, nodes: false });
+    let seen = b.as_seen_by(&bob, p);
+    let ids: Vec<&str> = seen.jobs().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["14", "15"], "only fw_bob's jobs");
+    assert_eq!(seen.gangs.len(), 1);
+    let rows: Vec<(&str, &str)> = seen.fair_share.iter().map(|s| (s.account.as_str(), s.user.as_str())).collect();
+    assert_eq!(rows, [("nlp", "fw_bob")], "sshare shows a user only their own association");
+    assert!(
+        seen.alerts.is_empty(),
+        "the idle-GPU and lost-node alerts name others' jobs, the share alerts others' usage: {:?}",
+        seen.alerts
+    );
+    assert!(!b.alerts.is_empty());
+    let seen = b.as_seen_by(&bob, PrivateData::parse("nodes"));
+    assert!(seen.nodes.is_empty() && seen.partitions.iter().all(|p| p.gpus == 0));
+    assert_eq!(seen.jobs().count(), 4);
+}
