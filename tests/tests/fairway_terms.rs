@@ -189,3 +189,51 @@ fn predicted_work_cannot_be_talked_down() {
     assert!(site(honest) > 900.0, "an honest history lost its rank: SITE {}", site(honest));
     c.stop().unwrap();
 }
+
+/// Deadline urgency is granted per QoS (`deadline_qos`); the QoS's own knobs then make it
+/// cost and cap it: priority/fairway charges a deadline job's usage at its QoS's
+/// `UsageFactor`, as multifactor does, and `MaxJobsPU` bounds how many of a user's jobs
+/// run with it at once.
+#[test]
+fn a_deadline_qos_charges_its_usage_factor_and_keeps_its_limits() {
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec!["PriorityCalcPeriod=1".into(), "PriorityWeightFairshare=1000".into()],
+        fairway_toml: Some("[priority]\nweight_deadline = 5000\ndeadline_qos = [\"high\"]\n".into()),
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    let out = c.cmd("sacctmgr", &["-i", "modify", "qos", "high", "set", "UsageFactor=2", "MaxJobsPU=1"]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    let urgent = c
+        .sbatch("fw_bob", &["--qos=high", "--deadline=now+40minutes", "-t", "5", "-n", "1", "--wrap=sleep 10"])
+        .unwrap();
+    let plain = c.sbatch("fw_alice", &["-t", "5", "-n", "1", "--wrap=sleep 10"]).unwrap();
+    c.wait_job(urgent, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    // The cap: bob's second deadline job waits for his first.
+    let second =
+        c.sbatch("fw_bob", &["--qos=high", "--deadline=now+40minutes", "-t", "5", "-n", "1", "--wrap=true"]).unwrap();
+    let reason = || c.cmd("squeue", &["-h", "-j", &second.to_string(), "-o", "%r"]).unwrap().stdout;
+    c.wait_until("the QoS's per-user job limit holds it", || Ok(reason().trim() == "QOSMaxJobsPerUserLimit")).unwrap();
+    assert!(sprio_site_and_priority(&c, second).0 > 0, "it claims deadline urgency meanwhile");
+
+    // The cost: usage charged at twice the run time for the deadline QoS's job.
+    c.wait_job(urgent, &["COMPLETED"], Duration::from_secs(60)).unwrap();
+    c.wait_job(plain, &["COMPLETED"], Duration::from_secs(60)).unwrap();
+    let elapsed = |job: u32| -> f64 {
+        let out = c.cmd("sacct", &["-n", "-X", "-P", "-j", &job.to_string(), "-o", "ElapsedRaw"]).unwrap();
+        out.stdout.trim().parse().unwrap_or_else(|_| panic!("{out:?}"))
+    };
+    let usage = |user: &str| -> f64 {
+        let out = c.cmd("sshare", &["-h", "-P", "-u", user, "-o", "User,RawUsage"]).unwrap().stdout;
+        out.lines().find_map(|l| l.strip_prefix(&format!("{user}|"))).map_or(0.0, |v| v.trim().parse().unwrap())
+    };
+    c.wait_until("both jobs' usage reaches sshare", || Ok(usage("fw_bob") > 0.0 && usage("fw_alice") > 0.0)).unwrap();
+    let (bob, alice) = (usage("fw_bob"), usage("fw_alice"));
+    let (bob_ran, alice_ran) = (elapsed(urgent), elapsed(plain));
+    eprintln!("fw_bob: {bob} CPU-s charged for {bob_ran} s in high; fw_alice: {alice} for {alice_ran} s in normal");
+    // One CPU each; two CPU-seconds of slack for where accrual and sacct cut the run
+    // (charged at 1, bob would be 10 off).
+    assert!((bob - 2.0 * bob_ran).abs() <= 2.0, "UsageFactor=2 not charged: {bob} for {bob_ran} s");
+    assert!((alice - alice_ran).abs() <= 2.0, "{alice} for {alice_ran} s");
+    c.stop().unwrap();
+}
