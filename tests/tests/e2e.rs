@@ -360,6 +360,14 @@ fn lines(c: &DockerCluster, path: &str) -> Vec<String> {
     c.cmd("cat", &[path]).map(|o| o.stdout.lines().map(str::to_string).collect()).unwrap_or_default()
 }
 
+/// preempt/fairway's victims that ended `outcome` (`acknowledged`, `expired`), as
+/// `fairway metrics` on the controller counts them from its budget and sacct.
+fn victims_that(c: &DockerCluster, outcome: &str) -> u64 {
+    let out = c.exec("ctld", &["/usr/lib/fairway/bin/fairway", "metrics"]).unwrap();
+    let prefix = format!("fairway_preemption_victims{{outcome=\"{outcome}\"}} ");
+    out.stdout.lines().find_map(|l| l.strip_prefix(prefix.as_str())).map_or(0, |v| v.parse().unwrap())
+}
+
 /// Submits the urgent 2 x 8 H100 job and returns its id and the seconds from its
 /// submission until it was running.
 fn urgent_gang(c: &DockerCluster) -> (u32, f64) {
@@ -414,6 +422,12 @@ fn preemption_asks_a_gang_to_checkpoint_and_it_resumes_without_losing_steps() {
     assert!(log.contains("SIGUSR1: checkpoint saved"), "{log}");
     let ctld = c.logs("ctld");
     assert!(ctld.contains(&format!("JobId={victim} (QoS scavenger) chosen for preemption: grace 30 s")), "{ctld}");
+    // Counted as acknowledged: it ended inside its grace (sacct's record reaches slurmdbd
+    // a moment after the requeue).
+    c.wait_for("the metrics count the acknowledgement", Duration::from_secs(60), || {
+        Ok(victims_that(&c, "acknowledged") >= 1)
+    })
+    .unwrap();
 
     // Requeued batch jobs wait out the credential lifetime (30 s on the docker cluster) before they start again.
     c.wait_job(victim, &["COMPLETED", "FAILED"], Duration::from_secs(300)).unwrap();
@@ -453,6 +467,10 @@ fn preemption_stops_a_job_that_never_acknowledges_at_the_end_of_its_grace() {
     assert!((29.0..=90.0).contains(&waited), "urgent job waited {waited:.1} s\n{}", c.log_tails());
     let v = show(&c, victim);
     assert_eq!(field(&v, "JobState"), "PENDING", "{v}");
+    c.wait_for("the metrics count a grace that ran out", Duration::from_secs(60), || {
+        Ok(victims_that(&c, "expired") >= 1)
+    })
+    .unwrap();
     cancel_all(&c);
 }
 

@@ -12,7 +12,8 @@ use fairway_core::config::{self, Config};
 use fairway_core::dashboard::Alert;
 use fairway_core::metrics::{self, Scrape};
 use fairway_core::predict::OnlineCalibration;
-use fairway_core::preempt::{budget, Preemptions};
+use fairway_core::preempt::budget::{self, Graces};
+use fairway_core::preempt::Preemptions;
 use fairway_core::status::{self, Status};
 use fairway_core::submit::counters::{self, Counters};
 
@@ -48,6 +49,7 @@ pub fn scrape(slurm_conf: &Path, alerts: Option<&[Alert]>) -> anyhow::Result<Str
     let submit = Counters::read(&state.join(counters::FILE_NAME)).ok();
     let kept = state.join(budget::FILE_NAME);
     let preemptions = kept.exists().then(|| Preemptions::load(&kept).ok()).flatten();
+    let graces = preemptions.as_ref().and_then(graces);
     let now = jiff::Timestamp::now().as_second();
     Ok(metrics::render(&Scrape {
         squeue: &squeue,
@@ -57,9 +59,22 @@ pub fn scrape(slurm_conf: &Path, alerts: Option<&[Alert]>) -> anyhow::Result<Str
         calibration: calibration.as_ref(),
         submit: submit.as_ref(),
         preemptions: preemptions.as_ref(),
+        graces,
         alerts,
         now,
     }))
+}
+
+/// How the kept preemptions' victims used their grace, from sacct (the newest 500
+/// victims: one command line); `None` when sacct cannot answer (no slurmdbd).
+fn graces(p: &Preemptions) -> Option<Graces> {
+    let jobs: Vec<String> = p.victims(500).iter().map(u32::to_string).collect();
+    if jobs.is_empty() {
+        return Some(Graces::default());
+    }
+    let list = jobs.join(",");
+    let args = ["-X", "-D", "-n", "-P", "-o", budget::SACCT_FORMAT, "-j", &list];
+    slurm_cmd::run_with(Path::new("sacct"), &args, &[("SLURM_TIME_FORMAT", "%s")]).ok().map(|t| p.graces(&t))
 }
 
 pub fn print(a: MetricsArgs) -> anyhow::Result<()> {

@@ -8,8 +8,13 @@ use anyhow::{bail, Context as _};
 
 /// Runs `program args…`; its stdout, or an error with its exit status and stderr.
 pub fn run(program: &Path, args: &[&str]) -> anyhow::Result<String> {
+    run_with(program, args, &[])
+}
+
+/// [`run`] with further environment (`SLURM_TIME_FORMAT=%s`: times as Unix seconds).
+pub fn run_with(program: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<String> {
     let shown = format!("{} {}", program.display(), args.join(" "));
-    let out = Command::new(program).args(args).output().with_context(|| {
+    let out = Command::new(program).args(args).envs(env.iter().copied()).output().with_context(|| {
         format!(
             "cannot run `{shown}` (is Slurm's client installed and on PATH? FAIRWAY_SCONTROL/FAIRWAY_SCANCEL override)"
         )

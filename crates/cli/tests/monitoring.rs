@@ -40,6 +40,7 @@ fn series() -> BTreeSet<String> {
         calibration: Some(&calibration),
         submit: Some(&submit),
         preemptions: Some(&preemptions),
+        graces: Some(fairway_core::preempt::budget::Graces::default()),
         alerts: Some(&alerts),
         now: 2,
     });

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 
 use crate::dashboard::Alert;
 use crate::predict::OnlineCalibration;
+use crate::preempt::budget::Graces;
 use crate::preempt::Preemptions;
 use crate::status::Status;
 use crate::submit::counters::Counters;
@@ -47,6 +48,8 @@ pub struct Scrape<'a> {
     pub submit: Option<&'a Counters>,
     /// preempt/fairway's preemption counts, when it keeps them.
     pub preemptions: Option<&'a Preemptions>,
+    /// How those preemptions' victims used their grace (sacct), when it could be read.
+    pub graces: Option<Graces>,
     /// Alerts `fairway serve` watched hold now (none from a one-off `fairway metrics`).
     pub alerts: Option<&'a [Alert]>,
     /// Now, Unix seconds.
@@ -146,6 +149,24 @@ pub fn render(s: &Scrape<'_>) -> String {
         );
         n.set(vec![], total as f64);
         families.extend([f, n]);
+    }
+    if let Some(g) = s.graces {
+        let mut v = Family::new(
+            "fairway_preemption_victims",
+            "gauge",
+            "Victims of those preemptions (the last of each) by how they ended: acknowledged (ended inside \
+             their grace: checkpoint saved and fairway ckpt-done, or finished) or expired (stopped when the grace ran out).",
+        );
+        v.set(vec![("outcome", "acknowledged".into())], g.acknowledged as f64);
+        v.set(vec![("outcome", "expired".into())], g.expired as f64);
+        let mut secs = Family::new(
+            "fairway_preemption_grace_seconds",
+            "gauge",
+            "Grace those victims were given and used, in all (used/given: how much of it checkpoints take).",
+        );
+        secs.set(vec![("grace", "given".into())], g.given as f64);
+        secs.set(vec![("grace", "used".into())], g.used as f64);
+        families.extend([v, secs]);
     }
     if let Some(alerts) = s.alerts {
         let mut f = Family::new(

@@ -37,7 +37,29 @@ struct Preempted {
     /// When the grace of the last preemption ends: a job asked about again before then
     /// is still in that preemption.
     until: i64,
+    /// When the last preemption chose it (its grace began); 0 in files written before
+    /// this was kept.
+    #[serde(default)]
+    chosen: i64,
 }
+
+/// How the victims of the kept preemptions (their last one each) ended, from sacct.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Graces {
+    /// Victims that ended before their grace ran out: they saved and acknowledged
+    /// (`fairway ckpt-done`) or finished.
+    pub acknowledged: u64,
+    /// Victims Slurm stopped when the grace ran out.
+    pub expired: u64,
+    /// Seconds of grace those victims used (chosen to end), in all.
+    pub used: u64,
+    /// Seconds of grace they were given, in all.
+    pub given: u64,
+}
+
+/// `SLURM_TIME_FORMAT=%s sacct -X -D -n -P -o SACCT_FORMAT -j <jobs>`: each run of each job
+/// (requeued runs included) with its end as Unix seconds.
+pub const SACCT_FORMAT: &str = "JobIDRaw,End";
 
 impl Preemptions {
     /// Times `job_id` has been preempted.
@@ -55,6 +77,7 @@ impl Preemptions {
         }
         p.count += 1;
         p.until = until;
+        p.chosen = chosen;
         self.jobs.retain(|_, p| p.until + KEEP_SECS > chosen);
         true
     }
@@ -62,6 +85,42 @@ impl Preemptions {
     /// Jobs with a preemption kept (the last [`KEEP_SECS`]), and their preemptions in all.
     pub fn summary(&self) -> (usize, u64) {
         (self.jobs.len(), self.jobs.values().map(|p| u64::from(p.count)).sum())
+    }
+
+    /// Jobs whose last preemption's start is kept, for sacct's `-j`: the newest `max`.
+    pub fn victims(&self, max: usize) -> Vec<u32> {
+        let mut v: Vec<(i64, u32)> =
+            self.jobs.iter().filter(|(_, p)| p.chosen > 0).map(|(j, p)| (p.chosen, *j)).collect();
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v.into_iter().take(max).map(|(_, j)| j).collect()
+    }
+
+    /// How the last preemption of each victim sacct shows ended: the first run of the
+    /// job that ended after it was chosen. Victims still in their grace (no such run
+    /// yet) are not counted.
+    pub fn graces(&self, sacct: &str) -> Graces {
+        let mut ends: BTreeMap<u32, Vec<i64>> = BTreeMap::new();
+        for l in sacct.lines() {
+            let mut f = l.split('|');
+            let (Some(id), Some(end)) = (f.next(), f.next()) else { continue };
+            if let (Ok(id), Ok(end)) = (id.trim().parse::<u32>(), end.trim().parse::<i64>()) {
+                ends.entry(id).or_default().push(end);
+            }
+        }
+        let mut g = Graces::default();
+        for (job, p) in self.jobs.iter().filter(|(_, p)| p.chosen > 0) {
+            let Some(end) = ends.get(job).and_then(|e| e.iter().copied().filter(|&e| e >= p.chosen).min()) else {
+                continue;
+            };
+            if end < p.until {
+                g.acknowledged += 1;
+            } else {
+                g.expired += 1;
+            }
+            g.used += (end.min(p.until) - p.chosen).max(0) as u64;
+            g.given += (p.until - p.chosen).max(0) as u64;
+        }
+        g
     }
 
     /// Loads the counts; a missing file is none. An unreadable file is an error for the
@@ -104,6 +163,23 @@ mod tests {
         assert_eq!(p.count(7), 1);
         assert!(p.note(7, 1000, 1300));
         assert_eq!((p.count(7), p.count(8)), (2, 0));
+    }
+
+    #[test]
+    fn graces_from_sacct_acknowledged_expired_and_in_progress() {
+        let mut p = Preemptions::default();
+        p.note(7, 100, 130); // acknowledged at 106
+        p.note(8, 200, 230); // stopped at 250, after its grace
+        p.note(9, 300, 330); // still in its grace: no run ended since
+                             // Job 7 ran before (ended at 50), then the preempted run, then its resumed run.
+        let sacct = "7|50\n7|106\n7|400\n8|250\n9|120\nnot|a row\n";
+        let g = p.graces(sacct);
+        assert_eq!(g, Graces { acknowledged: 1, expired: 1, used: 6 + 30, given: 60 });
+        assert_eq!(p.victims(2), [9, 8], "the newest first");
+        // A file from before `chosen` was kept counts nothing.
+        let old: Preemptions =
+            serde_json::from_str("{\"format\":1,\"jobs\":{\"7\":{\"count\":1,\"until\":130}}}").unwrap();
+        assert_eq!((old.count(7), old.graces(sacct)), (1, Graces::default()));
     }
 
     #[test]
