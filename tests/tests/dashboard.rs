@@ -38,6 +38,22 @@ fn http(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> std:
     Ok(text)
 }
 
+/// The status line a WebSocket handshake from a page of `origin` gets.
+fn ws_answer(addr: &str, origin: &str) -> String {
+    use std::io::BufRead as _;
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /ws HTTP/1.1\r\nHost: {addr}\r\nOrigin: {origin}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(s).read_line(&mut line).unwrap();
+    line
+}
+
 fn start_serve(fairway: &str, c: &Cluster, args: &[&str]) -> Serve {
     Serve(
         Command::new(fairway)
@@ -73,6 +89,14 @@ fn the_page_shows_the_queue_live_and_alerts_on_idle_gpus() {
     let addr = format!("127.0.0.1:{}", free_port());
     let _serve = start_serve(&fairway, &c, &["--listen", &addr, "--alert-gpus-idle", "0:03"]);
     c.wait_until("fairway serve answers", || Ok(http_get(&addr, "/").is_ok())).unwrap();
+    // Another site's page cannot open the feed (browsers let any page open a WebSocket
+    // anywhere), and a name pointed at 127.0.0.1 (DNS rebinding) is not served.
+    let foreign = ws_answer(&addr, "http://evil.example");
+    assert!(foreign.starts_with("HTTP/1.1 403"), "{foreign}");
+    let own = ws_answer(&addr, &format!("http://{addr}"));
+    assert!(own.starts_with("HTTP/1.1 101"), "the page's own origin is let in: {own}");
+    let rebound = http(&addr, "GET", "/api/board", "Host: evil.example:80\r\n", "").unwrap();
+    assert!(rebound.starts_with("HTTP/1.0 403"), "{rebound}");
 
     let browser = chromium();
     let tab = browser.new_tab().unwrap();

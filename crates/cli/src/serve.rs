@@ -62,6 +62,11 @@ pub struct ServeArgs {
     /// `--auth munge` (Prometheus' `authorization: credentials_file`).
     #[arg(long)]
     metrics_token_file: Option<PathBuf>,
+    /// Further host names to answer on a loopback address, for a proxy on the same host
+    /// that forwards its own name in `Host` (otherwise only loopback names are served,
+    /// against DNS rebinding).
+    #[arg(long, value_delimiter = ',')]
+    allow_host: Vec<String>,
     #[command(flatten)]
     metrics: MetricsArgs,
 }
@@ -74,6 +79,9 @@ fn slurm_time(s: &str) -> Result<u64, String> {
 struct Server {
     slurm_conf: PathBuf,
     auth: auth::Auth,
+    /// Listening on loopback: only loopback host names and these are served (see [`guard`]).
+    loopback: bool,
+    allow_host: Vec<String>,
     frames: watch::Sender<Arc<Frame>>,
     /// Serializes refreshes; holds the alert watch and topology files read so far.
     refresher: Mutex<Refresher>,
@@ -115,6 +123,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let server = Arc::new(Server {
         slurm_conf: a.metrics.slurm_conf.clone(),
         auth: auth::Auth::new(mode, a.metrics_token_file.as_deref())?,
+        loopback: local.ip().is_loopback(),
+        allow_host: a.allow_host.clone(),
         frames: watch::channel(Arc::new(Frame::default())).0,
         refresher: Mutex::new(Refresher { watch: Watch::new(rules), state_dir: None, topology: BTreeMap::new() }),
         scraped: Mutex::new(None),
@@ -133,9 +143,47 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
             .route("/api/login", post(login))
             .route("/api/explain/{job}", get(explain))
             .route("/metrics", get(scrape))
+            .layer(axum::middleware::from_fn_with_state(server.clone(), guard))
             .with_state(server);
         axum::serve(listener, app).await.context("fairway serve stopped")
     })
+}
+
+/// Refuses what a browser may be tricked into sending. Another site's page may open a
+/// WebSocket to any address (browsers apply no same-origin rule to them) or post a
+/// sign-in: an `Origin` other than this server's is refused. And a site whose name an
+/// attacker points at 127.0.0.1 (DNS rebinding) would be same-origin with itself: on
+/// loopback, only loopback host names (and `--allow-host`) are served. Clients that send neither header
+/// (curl, Prometheus over HTTP/1.0) pass.
+async fn guard(
+    State(server): State<Arc<Server>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let headers = request.headers();
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok());
+    if let Some(origin) = origin {
+        let authority = origin.split_once("://").map_or(origin, |(_, a)| a);
+        if Some(authority) != host {
+            return (StatusCode::FORBIDDEN, format!("requests from {origin}'s pages are refused\n")).into_response();
+        }
+    }
+    if server.loopback {
+        if let Some(host) = host {
+            let name =
+                host.rsplit_once(':').map_or(host, |(n, port)| if port.parse::<u16>().is_ok() { n } else { host });
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            let local = name == "localhost"
+                || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+                || server.allow_host.iter().any(|h| h.eq_ignore_ascii_case(name));
+            if !local {
+                return (StatusCode::FORBIDDEN, format!("{host} is not this host's loopback address\n"))
+                    .into_response();
+            }
+        }
+    }
+    next.run(request).await
 }
 
 /// Refreshes once a [`REFRESH`] while any page is connected.
