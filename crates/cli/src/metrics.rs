@@ -38,13 +38,8 @@ pub fn scrape(slurm_conf: &Path, alerts: Option<&[Alert]>) -> anyhow::Result<Str
     let sshare = slurm("sshare", &["-a", "-h", "-P", "-o", metrics::SSHARE_FORMAT])?;
     let sinfo = slurm("sinfo", &["-h", "-o", metrics::SINFO_FORMAT])?;
     let state = slurm_cmd::state_save_location()?;
-    // Both files are optional: no status before priority/fairway's first pass (or under
-    // another priority plugin), no calibration without a learned model.
-    let status = Status::read(&state.join(status::FILE_NAME)).ok();
-    let calibration = Config::load(&config::locate_from_env(slurm_conf))
-        .ok()
-        .flatten()
-        .and_then(|c| OnlineCalibration::load(&state.join(&c.predictor.calibration_file)).ok().flatten());
+    let config = Config::load(&config::locate_from_env(slurm_conf)).ok().flatten();
+    let (status, calibration) = published(&state, config.as_ref());
     // Written only where job_submit/fairway and preempt/fairway run.
     let submit = Counters::read(&state.join(counters::FILE_NAME)).ok();
     let kept = state.join(budget::FILE_NAME);
@@ -63,6 +58,16 @@ pub fn scrape(slurm_conf: &Path, alerts: Option<&[Alert]>) -> anyhow::Result<Str
         alerts,
         now,
     }))
+}
+
+/// priority/fairway's last pass and the learned model's online calibration, from
+/// StateSaveLocation. Both are optional: no status before priority/fairway's first pass
+/// (or under another priority plugin), no calibration without a learned model.
+pub fn published(state: &Path, config: Option<&Config>) -> (Option<Status>, Option<OnlineCalibration>) {
+    let status = Status::read(&state.join(status::FILE_NAME)).ok();
+    let calibration =
+        config.and_then(|c| OnlineCalibration::load(&state.join(&c.predictor.calibration_file)).ok().flatten());
+    (status, calibration)
 }
 
 /// How the kept preemptions' victims used their grace, from sacct (the newest 500

@@ -20,11 +20,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use clap::Args;
+use clap::{Args, ValueEnum as _};
 use fairway_core::config::{self, Config};
 use fairway_core::dashboard::{self, AlertRules, Board, Reading, Viewer, Watch};
-use fairway_core::predict::OnlineCalibration;
-use fairway_core::status::{self, Status};
 use fairway_core::topology::Topology;
 use tokio::sync::watch;
 
@@ -236,16 +234,13 @@ fn read_board(r: &mut Refresher, slurm_conf: &Path) -> anyhow::Result<Board> {
     if r.state_dir.is_none() {
         r.state_dir = slurm_cmd::state_save_location().ok();
     }
-    let config = Config::load(&config::locate_from_env(slurm_conf)).ok().flatten();
-    let status = r.state_dir.as_ref().and_then(|d| Status::read(&d.join(status::FILE_NAME)).ok());
-    let calibration = config
-        .as_ref()
-        .zip(r.state_dir.as_ref())
-        .and_then(|(c, d)| OnlineCalibration::load(&d.join(&c.predictor.calibration_file)).ok().flatten());
+    let toml = config::locate_from_env(slurm_conf);
+    let config = Config::load(&toml).ok().flatten();
+    let (status, calibration) = r.state_dir.as_deref().map_or((None, None), |d| metrics::published(d, config.as_ref()));
     // Topology files named in fairway.toml's [gpu.topology], each read once.
     let mut topology = BTreeMap::new();
     if let Some(c) = &config {
-        let dir = config::locate_from_env(slurm_conf).parent().map(Path::to_path_buf).unwrap_or_default();
+        let dir = toml.parent().map(Path::to_path_buf).unwrap_or_default();
         for node in sinfo.lines().filter_map(|l| l.split('|').next()).map(str::trim) {
             let Some(file) = c.gpu.topology_file(node, &dir) else { continue };
             let t = r.topology.entry(file.clone()).or_insert_with(|| Topology::load(&file).ok());
@@ -293,7 +288,7 @@ async fn board(State(server): State<Arc<Server>>, headers: HeaderMap) -> Respons
 /// Who the page is signed in as (401 until signed in, under `--auth munge`).
 async fn whoami(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
     match server.auth.viewer(&headers) {
-        Some(v) => axum::Json(serde_json::json!({ "user": v.user, "sees_all": v.sees_all, "auth": format!("{:?}", server.auth.mode).to_lowercase() })).into_response(),
+        Some(v) => axum::Json(serde_json::json!({ "user": v.user, "sees_all": v.sees_all, "auth": server.auth.mode.to_possible_value().map(|v| v.get_name().to_string()) })).into_response(),
         None => sign_in_first(),
     }
 }

@@ -32,8 +32,9 @@ pub const SQUEUE_FORMAT: &str = "%i|%T|%P|%q|%a|%u|%D|%b|%Q|%V|%N|%r|%j";
 /// `sinfo -N -h -O SINFO_FORMAT`: one row per node and partition, `|` after each field.
 pub const SINFO_FORMAT: &str = "NodeList:|,StateLong:|,Partition:|,Gres:|,GresUsed:|";
 
-/// `sshare -a -h -P -o SSHARE_FORMAT`: the tree in order, accounts indented by depth.
-pub const SSHARE_FORMAT: &str = "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare,LevelFS";
+/// `sshare -a -h -P -o SSHARE_FORMAT`: the tree in order, accounts indented by depth
+/// (explain's format: one reading serves both).
+pub use crate::explain::SSHARE_FORMAT;
 
 /// One pending or running job, as squeue shows it to the viewer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
