@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
-use fairway_core::submit::partitions::Partitions;
+use fairway_core::submit::partitions::{self, Partitions};
 use fairway_core::submit::{directive, evaluate, JobRequest, Mode, Site, Warn};
 use fairway_core::Config;
 use libfuzzer_sys::fuzz_target;
@@ -32,6 +32,7 @@ struct Input {
     admin_comment: Option<String>,
     predicted: Option<u64>,
     modify: bool,
+    node_gres: Option<String>,
 }
 
 fn config() -> &'static Config {
@@ -42,9 +43,25 @@ fn config() -> &'static Config {
     })
 }
 
+/// The docker cluster's nodes and partitions (GPUs per node from `Gres=`), so that the
+/// check of GPUs no node has runs too.
+fn cluster() -> &'static Partitions {
+    static P: OnceLock<Partitions> = OnceLock::new();
+    P.get_or_init(|| {
+        Partitions::parse(
+            "NodeName=c[1-2] Gres=gpu:h100:8\nNodeName=c[3-4] Gres=gpu:a100:4(S:0-1)\nNodeName=cpu1\n\
+             PartitionName=gpu Nodes=c[1-4] Default=YES MaxTime=2-00:00:00\nPartitionName=a100 Nodes=c[3-4]\n\
+             PartitionName=debug Nodes=c[1-4],cpu1 MaxTime=1:00:00\n",
+        )
+    })
+}
+
 fuzz_target!(|i: Input| {
     if let Some(c) = &i.comment {
         let _ = directive::find(c);
+    }
+    if let Some(g) = &i.node_gres {
+        let _ = partitions::node_gpus(g);
     }
     let req = JobRequest {
         user_id: 1000,
@@ -72,10 +89,9 @@ fuzz_target!(|i: Input| {
         step_gpu_bind: None,
         admin_comment: i.admin_comment,
     };
-    let partitions = Partitions::parse("PartitionName=gpu Default=YES MaxTime=2-00:00:00\nPartitionName=debug MaxTime=1:00:00\n");
     let predicted = i.predicted;
     let predict = move |_: &fairway_core::predict::JobRequest| predicted;
-    let site = Site { partitions: &partitions, predict: &predict, now: 0 };
+    let site = Site { partitions: cluster(), predict: &predict, now: 0 };
     let mode = if i.modify { Mode::Modify } else { Mode::Submit };
     if let Ok(o) = evaluate(&config().job_submit, &site, &req, mode) {
         // A limit the user gave is never changed.

@@ -722,6 +722,69 @@ fn explain_and_metrics_on_the_docker_cluster() {
     // The login node has no StateSaveLocation: explain says where the terms are.
     assert!(text.contains("Fairway's terms: not readable here"), "{text}");
 
+    // A second job for the same nodes, of another user: one of the two waits behind the
+    // other on priority (which one is fair share's choice); explain puts it second in the
+    // queue and shows its owner's fair share as sshare does.
+    let other = c.sbatch("fw_bob", &["-p", "debug", "-N", "4", "--exclusive", "--wrap=true"]).unwrap();
+    let reason =
+        |j: u32| c.cmd("squeue", &["-h", "-j", &j.to_string(), "-o", "%r"]).map(|o| o.stdout.trim().to_string());
+    let mut behind = None;
+    c.wait_for("one job waits on priority", Duration::from_secs(60), || {
+        behind = [(job, "fw_alice", "vision"), (other, "fw_bob", "nlp")]
+            .into_iter()
+            .find(|(j, _, _)| reason(*j).is_ok_and(|r| r == "Priority"));
+        Ok(behind.is_some())
+    })
+    .unwrap();
+    let (behind, user, account) = behind.unwrap();
+    let behind_id = behind.to_string();
+    let out = c.run_as(user, FAIRWAY, &["explain", &behind_id, "--json"]).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(json["blocker"]["reason"], "Priority", "{json}");
+    let place = &json["queue"][0];
+    assert_eq!((place["position"].as_u64(), place["ahead"].as_u64()), (Some(2), Some(1)), "{json}");
+    let sshare = c.run_as(user, "sshare", &["-h", "-P", "-u", user, "-A", account, "-o", "User,FairShare"]).unwrap();
+    let factor = sshare
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{user}|")).map(|f| f.trim().to_string()))
+        .unwrap_or_default();
+    assert_eq!(json["fair_share"]["factor"].as_str(), Some(factor.as_str()), "{json}\n{sshare:?}");
+    let path: Vec<&str> =
+        json["fair_share"]["path"].as_array().unwrap().iter().filter_map(|l| l["name"].as_str()).collect();
+    assert_eq!(path, ["root", "ml", "research", account, user], "{json}");
+    let sprio = c.exec("ctld", &["sprio", "-h", "-j", &behind_id, "-o", "%Y"]).unwrap().stdout;
+    assert_eq!(
+        json["priority"][0]["priority"].as_f64(),
+        sprio.trim().parse::<f64>().ok(),
+        "{json} against sprio {sprio}"
+    );
+    c.cmd("scancel", &[&other.to_string()]).unwrap();
+
+    // Held by a QoS GrpTRES limit: explain names the QoS, the limit and where to read it.
+    struct Limit<'a>(&'a DockerCluster);
+    impl Drop for Limit<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.cmd("sacctmgr", &["-i", "modify", "qos", "high", "set", "GrpTRES=cpu=-1"]);
+        }
+    }
+    let set = c.cmd("sacctmgr", &["-i", "modify", "qos", "high", "set", "GrpTRES=cpu=1"]).unwrap();
+    assert!(set.ok(), "{set:?}");
+    let _limit = Limit(&c);
+    let first = c.sbatch("fw_alice", &["-p", "gpu", "--qos=high", "-n", "1", "--wrap=sleep 300"]).unwrap();
+    c.wait_job(first, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    let limited = c.sbatch("fw_alice", &["-p", "gpu", "--qos=high", "-n", "1", "--wrap=true"]).unwrap().to_string();
+    c.wait_for("the QoS limit as the reason", Duration::from_secs(60), || {
+        Ok(c.cmd("squeue", &["-h", "-j", &limited, "-o", "%r"])?.stdout.trim() == "QOSGrpCpuLimit")
+    })
+    .unwrap();
+    let text = c.run_as("fw_alice", FAIRWAY, &["explain", &limited]).unwrap().stdout;
+    assert!(text.contains("waiting: the QoS high has reached a limit (Grp Cpu Limit) [QOSGrpCpuLimit]"), "{text}");
+    assert!(text.contains("`sacctmgr show qos high format=Name,GrpTRES"), "{text}");
+    let qos = c.cmd("sacctmgr", &["-n", "-P", "show", "qos", "high", "format=GrpTRES"]).unwrap().stdout;
+    assert_eq!(qos.trim(), "cpu=1", "the limit explain points at");
+    c.cmd("scancel", &[&limited, &first.to_string()]).unwrap();
+
     if !c.logs("ctld").contains("priority/fairway: Fairway") {
         eprintln!("priority/fairway is not built for Slurm {}: no status to read", c.version);
         cancel_all(&c);
@@ -754,6 +817,85 @@ fn explain_and_metrics_on_the_docker_cluster() {
     );
     assert!(metrics.stdout.contains(&line), "{line} not in\n{}", metrics.stdout);
     assert!(metrics.stdout.contains("\nfairway_priority_pass_seconds "), "{}", metrics.stdout);
+    cancel_all(&c);
+}
+
+/// A node put back in service however the test ends.
+struct Drained<'a>(&'a DockerCluster, &'a str);
+
+impl Drop for Drained<'_> {
+    fn drop(&mut self) {
+        let node = format!("NodeName={}", self.1);
+        let _ = self.0.cmd("scontrol", &["update", &node, "State=RESUME"]);
+    }
+}
+
+/// GPUs no node has are refused at submission with what the partition has (Slurm's own
+/// refusal says only "Requested node configuration is not available"), and explain
+/// names the nodes a pending GPU job could use and which of them are out, as sinfo and
+/// scontrol show them.
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn gpus_no_node_has_are_refused_and_explain_names_the_nodes_that_are_out() {
+    const FAIRWAY: &str = "/usr/lib/fairway/bin/fairway";
+    let c = cluster();
+    cancel_all(&c);
+    let refused = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.push("--wrap=true");
+        let out = c.run_as("fw_alice", "sbatch", &all).unwrap();
+        assert!(!out.ok(), "{out:?}");
+        out.stderr
+    };
+    let err = refused(&["-p", "gpu", "--gres=gpu:v100:1"]);
+    assert!(
+        err.contains("fairway: no node of partition gpu has GPUs of type v100 (they have a100 ×4, h100 ×8 per node)"),
+        "{err}"
+    );
+    let err = refused(&["-p", "a100", "--gres=gpu:h100:2"]);
+    assert!(err.contains("partitions gpu, debug have them: --partition=gpu"), "{err}");
+    let err = refused(&["-p", "a100", "--gres=gpu:a100:8"]);
+    assert!(err.contains("(at most 4 per node); spread them over more nodes, e.g. --nodes=2"), "{err}");
+
+    // One of the two H100 nodes drained: a two-node gang waits, and explain says why.
+    let ok = c.cmd("scontrol", &["update", "NodeName=c2", "State=DRAIN", "Reason=fairway-e2e-maint"]).unwrap();
+    assert!(ok.ok(), "{ok:?}");
+    let _resume = Drained(&c, "c2");
+    let gang = c
+        .sbatch(
+            "fw_alice",
+            &["-p", "gpu", "-N", "2", "--gres=gpu:h100:8", "--ntasks-per-node=8", "-t", "10", "--wrap=true"],
+        )
+        .unwrap();
+    let id = gang.to_string();
+    c.wait_for("the gang waits with a reason", Duration::from_secs(60), || {
+        let r = c.cmd("squeue", &["-h", "-j", &id, "-o", "%T|%r"])?.stdout;
+        Ok(r.starts_with("PENDING|") && !r.trim().ends_with("|None"))
+    })
+    .unwrap();
+    let out = c.run_as("fw_alice", FAIRWAY, &["explain", &id]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    let text = out.stdout;
+    eprintln!("{text}");
+    assert!(
+        text.contains("GPUs: it asks for h100:8 on each of 2 node(s); nodes of its partitions that have"),
+        "{text}"
+    );
+    let state = |node: &str| {
+        c.cmd("sinfo", &["-h", "-n", node, "-o", "%T"]).unwrap().stdout.lines().next().unwrap_or("").trim().to_string()
+    };
+    let (c1, c2) = (state("c1"), state("c2"));
+    assert!(text.contains(&format!("\n  c1           {c1}\n")), "sinfo says c1 is {c1}:\n{text}");
+    assert!(
+        text.contains(&format!("\n  c2           {c2}: cannot start jobs (fairway-e2e-maint)\n")),
+        "sinfo: {c2}\n{text}"
+    );
+    assert!(text.contains("only 1 of them can start jobs now and it needs 2"), "{text}");
+    let shown = c.cmd("scontrol", &["show", "node", "c2"]).unwrap().stdout;
+    assert!(shown.contains("Reason=fairway-e2e-maint"), "{shown}");
+    let json: serde_json::Value =
+        serde_json::from_str(&c.run_as("fw_alice", FAIRWAY, &["explain", &id, "--json"]).unwrap().stdout).unwrap();
+    assert_eq!(json["gpu_nodes"]["fitting"].as_array().map(Vec::len), Some(2), "{json}");
     cancel_all(&c);
 }
 

@@ -1,5 +1,5 @@
 //! `fairway explain JOBID`: why a job waits, what its priority is made of, where it
-//! stands in the queue and in fair share. Runs scontrol, sprio, squeue and sshare as the
+//! stands in the queue and in fair share. Runs scontrol, sprio, squeue, sinfo and sshare as the
 //! calling user (so it shows no more than they would) and lets
 //! `fairway_core::explain` decide what to say.
 
@@ -85,6 +85,14 @@ pub fn explanation(id: &str, slurm_conf: &Path) -> anyhow::Result<Explanation> {
     let fair_share = slurm("sshare", &["-a", "-h", "-P", "-o", explain::SSHARE_FORMAT])
         .ok()
         .and_then(|t| explain::fair_share(&t, &user, &account));
+    // The nodes with its GPUs, as sinfo shows them to the caller (none under
+    // PrivateData=nodes).
+    let gpu_nodes = if pending {
+        let sinfo = slurm("sinfo", &["-N", "-h", "-O", explain::GPU_SINFO_FORMAT]).unwrap_or_default();
+        explain::gpu_nodes(&job, &sinfo)
+    } else {
+        None
+    };
     let starvation = if pending { starvation(slurm_conf, &get("AccrueTime")) } else { None };
     let (fairway_terms, fairway_terms_note) = if pending { fairway_terms(id) } else { (None, None) };
     Ok(Explanation {
@@ -94,6 +102,7 @@ pub fn explanation(id: &str, slurm_conf: &Path) -> anyhow::Result<Explanation> {
         qos: get("QOS"),
         state,
         blocker: pending.then(|| explain::blocker(&job)),
+        gpu_nodes,
         priority,
         queue,
         expected_start,

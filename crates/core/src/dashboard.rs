@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use alerts::{Alert, AlertKind, AlertRules, Watch};
-pub use nodes::{nvlink_domains, GpuCell, NodeView};
+pub use nodes::{nvlink_domains, usable as node_usable, GpuCell, NodeView};
 pub use viewer::{PrivateData, Viewer};
 
 use crate::metrics::gpus_per_node;

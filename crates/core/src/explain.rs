@@ -92,7 +92,7 @@ pub struct QueuePosition {
     pub partition: String,
     /// 1 = next.
     pub position: usize,
-    /// Pending jobs ahead of it (higher priority).
+    /// Pending jobs ahead of it (higher priority, or equal and older).
     pub ahead: usize,
     /// GPUs those jobs ask for, as far as squeue shows (`gres/gpu` per node × nodes).
     pub gpus_ahead: u64,
@@ -110,7 +110,11 @@ pub fn queue_position(squeue: &str, job: &str, partition: &str) -> Option<QueueP
         })
         .collect();
     let mine = rows.iter().find(|r| r.0 == job)?.1;
-    let ahead: Vec<_> = rows.iter().filter(|r| r.0 != job && r.1 > mine).collect();
+    // Slurm's queue order: priority, then the older job (lower id) on a tie.
+    let id = |s: &str| s.parse::<u64>().ok();
+    let before =
+        |r: &&(String, u64, u64, u64)| r.1 > mine || (r.1 == mine && id(&r.0).zip(id(job)).is_some_and(|(a, b)| a < b));
+    let ahead: Vec<_> = rows.iter().filter(|r| r.0 != job).filter(before).collect();
     Some(QueuePosition {
         partition: partition.to_string(),
         position: ahead.len() + 1,
@@ -348,6 +352,108 @@ pub fn fair_share(sshare: &str, user: &str, account: &str) -> Option<FairShare> 
     Some(FairShare { path, factor, rank })
 }
 
+/// `sinfo -N -h -O GPU_SINFO_FORMAT`: one row per node and partition, with why a node is
+/// out.
+pub const GPU_SINFO_FORMAT: &str = "NodeList:|,StateLong:|,Partition:|,Gres:|,Reason:|";
+
+/// The nodes a GPU job could run on: those of its partitions with the GPUs it asks for
+/// on each node, and whether each can start jobs now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuNodes {
+    /// What it asks for on each node, as `--gpus-per-node` writes it (`h100:8`).
+    pub per_node: String,
+    /// How many nodes it needs.
+    pub nodes: u32,
+    /// The nodes of its partitions that have them.
+    pub fitting: Vec<FittingNode>,
+}
+
+/// One node with the GPUs a job asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FittingNode {
+    /// Its name.
+    pub name: String,
+    /// Slurm's state (`idle`, `drained`, `down*`, ...).
+    pub state: String,
+    /// Whether new jobs can start on it.
+    pub usable: bool,
+    /// Why it is out, as the admin who took it out wrote (sinfo's Reason).
+    pub reason: String,
+}
+
+/// Which nodes of the job's partitions have the GPUs it asks for per node, from
+/// `scontrol show job` and sinfo in [`GPU_SINFO_FORMAT`]. `None` for a job without GPUs,
+/// or when sinfo shows no nodes (PrivateData=nodes).
+pub fn gpu_nodes(job: &BTreeMap<String, String>, sinfo: &str) -> Option<GpuNodes> {
+    let get = |k: &str| job.get(k).map(String::as_str).unwrap_or("");
+    let nodes: u32 = get("NumNodes").split('-').next().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
+    let spec = |k: &str| crate::submit::gres::gpus(get(k)).ok().flatten();
+    let want = match (spec("TresPerNode"), spec("TresPerJob")) {
+        (Some(s), _) => s,
+        (None, Some(j)) => crate::submit::gres::GpuSpec { count: j.count.div_ceil(nodes), ..j },
+        (None, None) => return None,
+    };
+    let partitions: Vec<&str> = get("Partition").split(',').collect();
+    let mut fitting: Vec<FittingNode> = Vec::new();
+    let mut seen = false;
+    for l in sinfo.lines() {
+        let f: Vec<&str> = l.split('|').map(str::trim).collect();
+        let [name, state, partition, gres, reason, ..] = f.as_slice() else { continue };
+        seen = true;
+        if !partitions.contains(&partition.trim_end_matches('*')) || fitting.iter().any(|n| n.name == *name) {
+            continue;
+        }
+        let Some(gpus) = crate::submit::partitions::node_gpus(gres) else { continue };
+        let has = match &want.gres_type {
+            // Untyped GPUs in sinfo count for any type (AutoDetect names them later).
+            Some(t) => gpus.get(t.as_str()).copied().unwrap_or(0).max(gpus.get("").copied().unwrap_or(0)),
+            None => gpus.values().sum(),
+        };
+        if has >= want.count {
+            let usable = crate::dashboard::node_usable(state);
+            let reason = if usable || *reason == "none" { String::new() } else { reason.to_string() };
+            fitting.push(FittingNode { name: name.to_string(), state: state.to_string(), usable, reason });
+        }
+    }
+    seen.then(|| GpuNodes { per_node: want.shown(), nodes, fitting })
+}
+
+impl GpuNodes {
+    /// How many of the fitting nodes can start jobs now.
+    pub fn usable(&self) -> usize {
+        self.fitting.iter().filter(|n| n.usable).count()
+    }
+
+    fn render(&self, o: &mut String) {
+        let _ = write!(o, "\nGPUs: it asks for {} on each of {} node(s)", self.per_node, self.nodes);
+        if self.fitting.is_empty() {
+            let _ = writeln!(
+                o,
+                "; no node of its partitions has that many: it cannot start as it is; `scancel` it and ask \
+                 for a shape the nodes have (`sinfo -o \"%P %N %G\"` lists them)"
+            );
+            return;
+        }
+        let _ = writeln!(o, "; nodes of its partitions that have them:");
+        for n in &self.fitting {
+            let _ = match (n.usable, n.reason.as_str()) {
+                (true, _) => writeln!(o, "  {:<12} {}", n.name, n.state),
+                (false, "") => writeln!(o, "  {:<12} {}: cannot start jobs", n.name, n.state),
+                (false, why) => writeln!(o, "  {:<12} {}: cannot start jobs ({why})", n.name, n.state),
+            };
+        }
+        let usable = self.usable();
+        if (usable as u64) < u64::from(self.nodes) {
+            let _ = writeln!(
+                o,
+                "  only {usable} of them can start jobs now and it needs {}: it waits until nodes are back \
+                 (`sinfo -R` says why they are out), or ask for fewer nodes",
+                self.nodes
+            );
+        }
+    }
+}
+
 /// Everything `fairway explain` says about one job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Explanation {
@@ -363,6 +469,8 @@ pub struct Explanation {
     pub state: String,
     /// Why it waits (pending jobs only).
     pub blocker: Option<Blocker>,
+    /// The nodes that have the GPUs it asks for (pending GPU jobs, when sinfo shows nodes).
+    pub gpu_nodes: Option<GpuNodes>,
     /// Its priority per partition, factor by factor (from sprio).
     pub priority: Vec<PriorityRow>,
     /// Its place in each partition's queue.
@@ -397,6 +505,9 @@ impl Explanation {
             }
             self.queue.clear();
         }
+        if private.nodes {
+            self.gpu_nodes = None;
+        }
         if private.usage {
             if let Some(fs) = &mut self.fair_share {
                 fs.path.retain(|l| l.name == viewer.user);
@@ -426,6 +537,9 @@ impl Explanation {
         }
         if let Some(b) = &self.blocker {
             let _ = writeln!(o, "\nwaiting: {} [{}]\n  what to do: {}", b.why, b.reason, b.fix);
+        }
+        if let Some(g) = &self.gpu_nodes {
+            g.render(&mut o);
         }
         for row in &self.priority {
             let _ = writeln!(o, "\npriority {} in partition {} =", row.priority, row.partition);
@@ -572,6 +686,9 @@ mod tests {
             .unwrap();
         assert_eq!((q.position, q.ahead, q.gpus_ahead), (3, 2, 10));
         assert_eq!(queue_position("", "12", "gpu"), None);
+        // Equal priority: the older job goes first, as in Slurm's queue.
+        let tie = "9|500|1|N/A\n12|500|1|N/A\n14|500|1|N/A\n";
+        assert_eq!(queue_position(tie, "12", "gpu").map(|q| q.position), Some(2));
     }
 
     /// A pending job of user `u` in account `a` with nothing known about it yet.
@@ -583,6 +700,7 @@ mod tests {
             qos: "normal".into(),
             state: "PENDING".into(),
             blocker: None,
+            gpu_nodes: None,
             priority: Vec::new(),
             queue: Vec::new(),
             expected_start: None,
@@ -656,5 +774,41 @@ mod tests {
         assert!(blocker(&job("BadConstraints")).why.contains("no node can ever"));
         assert!(blocker(&job("SomethingNew")).why.contains("SomethingNew"));
         assert!(blocker(&job("Resources")).fix.contains("not estimated its start yet"));
+    }
+
+    #[test]
+    fn the_nodes_with_a_jobs_gpus_and_which_are_out() {
+        let sinfo = "c1|idle|gpu*|gpu:h100:8(S:0-1)|none|\nc1|idle|debug|gpu:h100:8(S:0-1)|none|\n\
+                     c2|drained|gpu*|gpu:h100:8(S:0-1)|maint window|\nc3|mixed|gpu*|gpu:a100:4|none|\n\
+                     c5|down*|other|gpu:h100:8|Not responding|\n";
+        let job = |extra: &str| parse_scontrol_job(&format!("JobId=9 Partition=gpu NumNodes=2-2 {extra}"));
+        let g = gpu_nodes(&job("TresPerNode=gres:gpu:h100:8"), sinfo).unwrap();
+        assert_eq!((g.per_node.as_str(), g.nodes, g.usable()), ("h100:8", 2, 1));
+        let names: Vec<&str> = g.fitting.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["c1", "c2"], "the other partition's c5 is not the job's");
+        assert_eq!(g.fitting[1].reason, "maint window");
+        let text = Explanation { gpu_nodes: Some(g), ..sample() }.render();
+        assert!(
+            text.contains("GPUs: it asks for h100:8 on each of 2 node(s); nodes of its partitions that have"),
+            "{text}"
+        );
+        assert!(text.contains("  c2           drained: cannot start jobs (maint window)\n"), "{text}");
+        assert!(text.contains("only 1 of them can start jobs now and it needs 2"), "{text}");
+
+        // Per job, spread over its nodes; untyped asks count every GPU.
+        let g = gpu_nodes(&job("TresPerJob=gres:gpu:8"), sinfo).unwrap();
+        assert_eq!((g.per_node.as_str(), g.fitting.len()), ("4", 3));
+        let g = gpu_nodes(&job("TresPerNode=gres:gpu:a100:8"), sinfo).unwrap();
+        assert!(g.fitting.is_empty());
+        let text = Explanation { gpu_nodes: Some(g), ..sample() }.render();
+        assert!(text.contains("no node of its partitions has that many: it cannot start as it is"), "{text}");
+        // No GPUs asked, or no nodes shown (PrivateData=nodes): nothing to say.
+        assert_eq!(gpu_nodes(&job(""), sinfo), None);
+        assert_eq!(gpu_nodes(&job("TresPerNode=gres:gpu:1"), ""), None);
+        let private = PrivateData { nodes: true, ..PrivateData::default() };
+        let viewer = Viewer { user: "u".into(), sees_all: false };
+        let e = Explanation { gpu_nodes: gpu_nodes(&job("TresPerNode=gres:gpu:1"), sinfo), ..sample() };
+        assert!(e.gpu_nodes.is_some());
+        assert_eq!(e.as_seen_by(&viewer, private).unwrap().gpu_nodes, None);
     }
 }

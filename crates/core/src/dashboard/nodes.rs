@@ -41,7 +41,7 @@ pub struct NodeView {
 }
 
 /// Whether a node in sinfo's `state` can start new jobs.
-fn usable(state: &str) -> bool {
+pub fn usable(state: &str) -> bool {
     const UNUSABLE: [&str; 7] = ["down", "drain", "fail", "unknown", "future", "maint", "reboot"];
     // `*`: not responding.
     !state.ends_with('*') && !UNUSABLE.iter().any(|u| state.contains(u))

@@ -281,6 +281,7 @@ pub fn evaluate(cfg: &JobSubmitConfig, site: &Site<'_>, req: &JobRequest, mode: 
     let fill = mode == Mode::Submit;
 
     let directive = read_directive(&job)?;
+    gpus_exist(site, &job)?;
     if let Some(d) = &directive {
         provision(cfg, site, &mut job, d, fill, &mut notes)?;
     }
@@ -444,6 +445,85 @@ fn provision(
         None => msg.push_str("; its activations alone exceed one GPU: lower seq= or batch="),
     }
     Err(Rejection::gres(msg))
+}
+
+/// Refuses GPUs that no node of the job's partitions has, naming what they have and
+/// where the type is. Slurm refuses such a job too, but only as "Requested node
+/// configuration is not available". Partitions whose nodes slurm.conf does not describe
+/// are not judged.
+fn gpus_exist(site: &Site<'_>, job: &JobRequest) -> Result<(), Rejection> {
+    let names = job.partitions(site);
+    let Some(parts) = names.iter().map(|n| site.partitions.with_gpus(n)).collect::<Option<Vec<_>>>() else {
+        return Ok(());
+    };
+    if parts.is_empty() {
+        return Ok(());
+    }
+    let listed = names.join(",");
+    let has = |ty: Option<&str>| parts.iter().map(|p| p.most_gpus_per_node(ty)).max().unwrap_or(0);
+    let described = || -> String {
+        if parts.len() == 1 {
+            return parts[0].gpus_described();
+        }
+        names.iter().zip(&parts).map(|(n, p)| format!("{n}: {}", p.gpus_described())).collect::<Vec<_>>().join("; ")
+    };
+    let elsewhere = |ty: Option<&str>, count: u32| -> String {
+        // The default partition first: the one to suggest.
+        let mut other: Vec<(&String, &partitions::Partition)> = site
+            .partitions
+            .0
+            .iter()
+            .filter(|(n, p)| !names.contains(&n.as_str()) && p.most_gpus_per_node(ty) >= count)
+            .collect();
+        other.sort_by_key(|(_, p)| !p.default);
+        let other: Vec<&str> = other.iter().map(|(n, _)| n.as_str()).collect();
+        match other.as_slice() {
+            [] => String::new(),
+            [one] => format!("; partition {one} has them: --partition={one}"),
+            many => format!("; partitions {} have them: --partition={}", many.join(", "), many[0]),
+        }
+    };
+    let per_node = job.per_node()?;
+    let others = [job.per_job().ok().flatten(), gpu_spec(&job.tres_per_task), gpu_spec(&job.tres_per_socket)];
+    for spec in per_node.iter().chain(others.iter().flatten()) {
+        if let Some(t) = spec.gres_type.as_deref() {
+            if has(Some(t)) == 0 {
+                return Err(Rejection::gres(format!(
+                    "no node of partition {listed} has GPUs of type {t} (they have {}){}",
+                    described(),
+                    elsewhere(Some(t), 1)
+                )));
+            }
+        }
+    }
+    let Some(spec) = per_node else { return Ok(()) };
+    let most = has(spec.gres_type.as_deref());
+    if most >= spec.count {
+        return Ok(());
+    }
+    let what = spec.gres_type.as_deref().map_or("GPUs".to_string(), |t| format!("GPUs of type {t}"));
+    if most == 0 {
+        return Err(Rejection::gres(format!(
+            "no node of partition {listed} has {what} (they have {}){}",
+            described(),
+            elsewhere(None, 1)
+        )));
+    }
+    let total = u64::from(spec.count) * u64::from(job.nodes());
+    let nodes = u32::try_from(total.div_ceil(u64::from(most))).unwrap_or(u32::MAX);
+    let fit = GpuSpec { count: u32::try_from(total.div_ceil(u64::from(nodes))).unwrap_or(most), ..spec.clone() };
+    Err(Rejection::gres(format!(
+        "no node of partition {listed} has {} {what} (at most {most} per node); spread them over more nodes, \
+         e.g. {}{}",
+        spec.count,
+        shape(nodes, &fit),
+        elsewhere(spec.gres_type.as_deref(), spec.count)
+    )))
+}
+
+/// The GPUs of a per-task or per-socket request, when readable.
+fn gpu_spec(tres: &Option<String>) -> Option<GpuSpec> {
+    tres.as_deref().and_then(|t| gres::gpus(t).ok().flatten())
 }
 
 /// Whether `k` GPUs per node sit in whole NVLink domains of size `d` (or within one).

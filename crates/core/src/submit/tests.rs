@@ -401,3 +401,76 @@ fn changes_are_recorded_in_the_admin_comment_only_when_asked() {
     );
     assert_eq!(recorded_changes("ticket 42"), None);
 }
+
+/// The docker cluster's slurm.conf: h100 and a100 nodes, one partition of each and a
+/// shared one, and a CPU-only partition.
+fn cluster_parts() -> Partitions {
+    Partitions::parse(
+        "NodeName=c[1-2] Sockets=2 Gres=gpu:h100:8 State=UNKNOWN\nNodeName=c[3-4] Gres=gpu:a100:4(S:0-1)\n\
+         NodeName=cpu1\nPartitionName=gpu Nodes=c[1-4] Default=YES\nPartitionName=a100 Nodes=c[3-4]\n\
+         PartitionName=cpu Nodes=cpu1\nPartitionName=set Nodes=gpunodes\n",
+    )
+}
+
+fn run_on(parts: &Partitions, req: &JobRequest) -> Result<Outcome, Rejection> {
+    evaluate(&JobSubmitConfig::default(), &Site { partitions: parts, predict: &|_| None, now: 0 }, req, Mode::Submit)
+}
+
+#[test]
+fn gpus_no_node_of_the_partition_has_are_refused_with_what_it_has() {
+    let p = cluster_parts();
+    let ask = |partition: Option<&str>, tres: &str| JobRequest {
+        partition: partition.map(str::to_string),
+        tres_per_node: Some(tres.into()),
+        ..job("")
+    };
+    let m = msg(run_on(&p, &ask(None, "gres:gpu:v100:1")));
+    assert_eq!(m, "fairway: no node of partition gpu has GPUs of type v100 (they have a100 ×4, h100 ×8 per node)");
+    let m = msg(run_on(&p, &ask(Some("a100"), "gres:gpu:h100:2")));
+    assert_eq!(
+        m,
+        "fairway: no node of partition a100 has GPUs of type h100 (they have a100 ×4 per node); \
+         partition gpu has them: --partition=gpu"
+    );
+    let m = msg(run_on(&p, &ask(Some("a100"), "gres:gpu:a100:8")));
+    assert_eq!(
+        m,
+        "fairway: no node of partition a100 has 8 GPUs of type a100 (at most 4 per node); spread them over more \
+         nodes, e.g. --nodes=2 --gpus-per-node=a100:4"
+    );
+    let m = msg(run_on(&p, &JobRequest { min_nodes: Some(2), ..ask(None, "gres:gpu:h100:12") }));
+    assert!(m.contains("e.g. --nodes=3 --gpus-per-node=h100:8"), "{m}");
+    let m = msg(run_on(&p, &ask(Some("cpu"), "gres:gpu:1")));
+    assert_eq!(
+        m,
+        "fairway: no node of partition cpu has GPUs (they have no GPUs); partitions gpu, a100 have them: \
+         --partition=gpu"
+    );
+    // Per job and per task, the type is checked; the count spreads over nodes.
+    let per_job = JobRequest { tres_per_job: Some("gres:gpu:v100:16".into()), ..job("") };
+    assert!(msg(run_on(&p, &per_job)).contains("type v100"));
+    assert!(run_on(&p, &JobRequest { tres_per_job: Some("gres:gpu:h100:16".into()), ..job("") }).is_ok());
+    // Any one listed partition that has them is enough, as for Slurm.
+    assert!(run_on(&p, &ask(Some("cpu,a100"), "gres:gpu:a100:4")).is_ok());
+    let m = msg(run_on(&p, &ask(Some("cpu,a100"), "gres:gpu:h100:1")));
+    assert!(m.contains("partition cpu,a100 has GPUs of type h100 (they have cpu: no GPUs; a100: a100 ×4"), "{m}");
+    // What fits passes; a partition slurm.conf does not describe is not judged.
+    assert!(run_on(&p, &ask(None, "gres:gpu:h100:8")).is_ok());
+    assert!(run_on(&p, &ask(None, "gres:gpu:8")).is_ok());
+    assert!(run_on(&p, &ask(Some("set"), "gres:gpu:v100:1")).is_ok());
+    assert!(run_on(&p, &ask(Some("nope"), "gres:gpu:v100:1")).is_ok());
+    assert!(run_on(&parts(), &ask(None, "gres:gpu:v100:1")).is_ok());
+}
+
+#[test]
+fn untyped_gpus_in_slurm_conf_may_be_of_any_type() {
+    // With AutoDetect, slurm.conf may say `gpu:8` and slurmd reports the type.
+    let p = Partitions::parse("NodeName=n[1-2] Gres=gpu:8\nPartitionName=all Nodes=ALL Default=YES\n");
+    let req = JobRequest { tres_per_node: Some("gres:gpu:h100:8".into()), ..job("") };
+    assert!(run_on(&p, &req).is_ok());
+    let req = JobRequest { tres_per_node: Some("gres:gpu:h100:9".into()), ..job("") };
+    assert!(msg(run_on(&p, &req)).contains("at most 8 per node"));
+    // Dynamic nodes may join Nodes=ALL: not judged.
+    let p = Partitions::parse("MaxNodeCount=64\nNodeName=n1 Gres=gpu:8\nPartitionName=all Nodes=ALL Default=YES\n");
+    assert!(run_on(&p, &req).is_ok());
+}
