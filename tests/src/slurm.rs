@@ -57,13 +57,18 @@ pub trait Slurm {
 
     /// Polls `cond` (every 200 ms, up to two minutes: two `PriorityCalcPeriod`s of the
     /// tests) until it holds.
-    fn wait_until(&self, what: &str, mut cond: impl FnMut() -> Result<bool>) -> Result<()> {
+    fn wait_until(&self, what: &str, cond: impl FnMut() -> Result<bool>) -> Result<()> {
+        self.wait_until_within(what, Duration::from_secs(120), cond)
+    }
+
+    /// Polls `cond` every 200 ms until it holds, for up to `timeout`.
+    fn wait_until_within(&self, what: &str, timeout: Duration, mut cond: impl FnMut() -> Result<bool>) -> Result<()> {
         let start = Instant::now();
         loop {
             if cond()? {
                 return Ok(());
             }
-            if start.elapsed() > Duration::from_secs(120) {
+            if start.elapsed() > timeout {
                 bail!("timed out waiting until {what}\n{}", self.log_tails());
             }
             std::thread::sleep(Duration::from_millis(200));

@@ -31,6 +31,11 @@ fn deadline_starvation_and_learned_runtimes() {
              max_wait = \"0:20\"\n"
                 .into(),
         ),
+        users: vec![
+            ("fw_alice".into(), "vision".into()),
+            ("fw_bob".into(), "nlp".into()),
+            ("fw_carol".into(), "nlp".into()),
+        ],
         ..ClusterSpec::default()
     };
     let c = Cluster::start(&spec).expect("cluster starts");
@@ -50,7 +55,7 @@ fn deadline_starvation_and_learned_runtimes() {
     let claimed =
         c.sbatch("fw_bob", &["-J", "claimed", "-t", "30", "--deadline=now+40minutes", "--wrap=true"]).unwrap();
     let high = c.sbatch("fw_alice", &["-J", "important", "-t", "30", "--qos=high", "--wrap=true"]).unwrap();
-    let scavenger = c.sbatch("fw_bob", &["-J", "sweep", "-t", "30", "--qos=scavenger", "--wrap=true"]).unwrap();
+    let scavenger = c.sbatch("fw_carol", &["-J", "sweep", "-t", "30", "--qos=scavenger", "--wrap=true"]).unwrap();
 
     let (site_urgent, _) = sprio_site_and_priority(&c, urgent);
     let (site_relaxed, _) = sprio_site_and_priority(&c, relaxed);
@@ -61,20 +66,35 @@ fn deadline_starvation_and_learned_runtimes() {
     assert!(squeue_priority(&c, urgent) > squeue_priority(&c, relaxed));
     assert!(squeue_priority(&c, scavenger) < squeue_priority(&c, high), "QOS still orders non-starving jobs");
 
-    // Starvation: after max_wait (20 s) and the next decay pass, the scavenger job,
-    // lowest by every other term, rises above all non-starving jobs.
-    c.wait_until("the scavenger job starves past max_wait", || Ok(squeue_priority(&c, scavenger) >= 0xF000_0000))
-        .unwrap();
-    // Once all four starve, the one starving longest (`urgent`, submitted first) goes first
-    // of all (terms::FIRST_STARVING); the others keep their usual order (QOS), not the
-    // order in which they started starving: `high` was submitted after `relaxed`.
-    c.wait_until("all four jobs starve", || {
-        Ok([urgent, relaxed, high, scavenger].iter().all(|&j| squeue_priority(&c, j) >= 0xF000_0000))
+    // Starvation: after max_wait (20 s) and the next decay pass, fw_carol's scavenger job,
+    // lowest by every other term, rises above all jobs that are not lifted.
+    const LIFTED: u64 = 0xF000_0000;
+    const FIRST: u64 = 0xFFF0_0000;
+    // A job is lifted by the pass after the one that saw it starve: up to 20 s plus two
+    // PriorityCalcPeriods (a minute each) from here.
+    let lift = Duration::from_secs(200);
+    c.wait_until_within("the scavenger job starves past max_wait", lift, || {
+        Ok(squeue_priority(&c, scavenger) >= LIFTED)
     })
     .unwrap();
-    c.wait_until("the longest-starving job goes first", || Ok(squeue_priority(&c, urgent) == 0xFFF0_0000)).unwrap();
-    assert!(squeue_priority(&c, high) > squeue_priority(&c, relaxed), "QOS no longer orders starving jobs");
-    assert!(squeue_priority(&c, relaxed) < 0xFFF0_0000, "two jobs first in one partition");
+    // The one starving longest (`urgent`, submitted first) goes first of all
+    // (terms::FIRST_STARVING); each other user's longest-starving job is lifted, in the
+    // usual order (QOS: `high` above `sweep`).
+    c.wait_until("the longest-starving job goes first", || Ok(squeue_priority(&c, urgent) == FIRST)).unwrap();
+    c.wait_until("fw_alice's starving job is lifted", || Ok(squeue_priority(&c, high) >= LIFTED)).unwrap();
+    assert!(squeue_priority(&c, high) > squeue_priority(&c, scavenger), "QOS no longer orders lifted jobs");
+    assert!(squeue_priority(&c, high) < FIRST, "two jobs first in one partition");
+    // fw_bob's other starving jobs are not lifted while his longest-starving one waits:
+    // a user's flood of starving jobs cannot jump everyone else's.
+    for flood in [relaxed, claimed] {
+        assert!(squeue_priority(&c, flood) < LIFTED, "job {flood} of fw_bob lifted beside his job {urgent}");
+        assert!(squeue_priority(&c, flood) < squeue_priority(&c, scavenger), "job {flood} above a lifted job");
+    }
+    // Once that job is gone, his next-longest starving job (`relaxed`) takes its place.
+    assert!(c.cmd("scancel", &[&urgent.to_string()]).unwrap().ok());
+    c.wait_until_within("fw_bob's next starving job goes first", lift, || Ok(squeue_priority(&c, relaxed) == FIRST))
+        .unwrap();
+    assert!(squeue_priority(&c, claimed) < LIFTED, "two of fw_bob's jobs lifted");
     assert!(c.log("slurmctld").contains("Fairway terms"), "no per-job log under DebugFlags=Priority");
 
     // The learned history was saved by a decay pass and holds the completed job.
@@ -105,7 +125,7 @@ fn site_factor_plugin_adds_the_terms_to_multifactor() {
     let out = c.cmd("scontrol", &["update", &format!("NodeName={}", c.node), "State=DRAIN", "Reason=terms"]).unwrap();
     assert!(out.ok(), "{out:?}");
     let urgent = c.sbatch("fw_bob", &["-t", "30", "--qos=high", "--deadline=now+40minutes", "--wrap=true"]).unwrap();
-    let relaxed = c.sbatch("fw_bob", &["-t", "30", "--wrap=true"]).unwrap();
+    let relaxed = c.sbatch("fw_alice", &["-t", "30", "--wrap=true"]).unwrap();
     let claimed = c.sbatch("fw_bob", &["-t", "30", "--deadline=now+40minutes", "--wrap=true"]).unwrap();
     let (site_urgent, _) = sprio_site_and_priority(&c, urgent);
     let (site_relaxed, _) = sprio_site_and_priority(&c, relaxed);
@@ -118,12 +138,17 @@ fn site_factor_plugin_adds_the_terms_to_multifactor() {
     let (site_after, _) = sprio_site_and_priority(&c, urgent);
     assert!((site_after - (100 + site_urgent)).abs() <= 50, "admin SiteFactor lost: {site_urgent} -> {site_after}");
 
-    // Past max_wait both starve (terms::STARVING_SITE on top); the one starving longest
+    // Past max_wait, each user's longest-starving job is lifted (terms::STARVING_SITE on
+    // top) by the pass after the one that saw it starve; the one starving longest
     // (`urgent`, submitted first) gets terms::FIRST_STARVING_SITE more.
-    c.wait_until("both jobs starve", || Ok(sprio_site_and_priority(&c, relaxed).0 >= 0x7000_0000)).unwrap();
+    let lift = Duration::from_secs(240);
+    c.wait_until_within("both users' jobs starve", lift, || Ok(sprio_site_and_priority(&c, relaxed).0 >= 0x7000_0000))
+        .unwrap();
     c.wait_until("the longest-starving job goes first", || Ok(sprio_site_and_priority(&c, urgent).0 >= 0x7800_0000))
         .unwrap();
     assert!(sprio_site_and_priority(&c, relaxed).0 < 0x7800_0000, "two jobs first in one partition");
+    // fw_bob's second starving job is not lifted beside his first.
+    assert!(sprio_site_and_priority(&c, claimed).0 < 0x7000_0000, "two of one user's jobs lifted");
     assert!(squeue_priority(&c, urgent) > squeue_priority(&c, relaxed));
     c.stop().unwrap();
 }

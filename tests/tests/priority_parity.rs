@@ -3,7 +3,7 @@
 //! A real slurmctld (test build) records each decay pass: every pending job's input as
 //! the plugin read it and the decision it wrote. The pass is replayed through the
 //! simulator's own pass (`fairway_sim::priority_pass`) and must give the same priorities,
-//! per-partition priorities, sprio factors and first-starving choice; and the recorded
+//! per-partition priorities, sprio factors, lifted and first-starving choices; and the recorded
 //! priorities must be what squeue shows, so the record is what Slurm really used.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use fairway_core::multifactor::Weights;
 use fairway_core::priority::{JobInput, JobPriority, Policy};
-use fairway_core::terms::{FirstStarving, FIRST_STARVING};
+use fairway_core::terms::{FirstStarving, FIRST_STARVING, STARVING_BASE};
 use fairway_core::Config;
 use fairway_tests::{Cluster, ClusterSpec, Slurm};
 use serde_json::Value;
@@ -24,6 +24,8 @@ const TOML: &str =
 /// first.
 struct Recorded {
     weights: Weights,
+    /// The starving jobs the pass before chose (first, lifted), which the pass starts from.
+    chosen: (Vec<u32>, Vec<u32>),
     jobs: Vec<(JobInput, JobPriority)>,
     first: Vec<(u32, JobPriority)>,
 }
@@ -31,7 +33,10 @@ struct Recorded {
 fn read_record(path: &Path) -> Option<Recorded> {
     let text = std::fs::read_to_string(path).ok()?;
     let mut lines = text.lines().map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"));
-    let weights = serde_json::from_value(lines.next()?.get("weights")?.clone()).ok()?;
+    let head = lines.next()?;
+    let weights = serde_json::from_value(head.get("weights")?.clone()).ok()?;
+    let ids = |k: &str| serde_json::from_value::<Vec<u32>>(head["chosen"][k].clone()).ok();
+    let chosen = (ids("first")?, ids("lifted")?);
     let (mut jobs, mut first) = (Vec::new(), None);
     for v in lines {
         if let Some(f) = v.get("first") {
@@ -43,7 +48,7 @@ fn read_record(path: &Path) -> Option<Recorded> {
             ));
         }
     }
-    Some(Recorded { weights, jobs, first: first? })
+    Some(Recorded { weights, chosen, jobs, first: first? })
 }
 
 fn squeue(c: &Cluster) -> BTreeMap<u32, u32> {
@@ -100,21 +105,27 @@ fn a_pass_recorded_in_slurmctld_replays_identically_through_the_simulator() {
     // and squeue's priorities from between two passes (the record unchanged around them).
     let path = c.dir().join("state/fairway-last-pass.jsonl");
     let mut taken = None;
-    c.wait_until("a recorded pass with every job starving, stable around squeue", || {
-        let before = std::fs::read(&path).unwrap_or_default();
-        let Some(rec) = read_record(&path) else { return Ok(false) };
-        let all_starving =
-            ids.iter().all(|id| rec.jobs.iter().any(|(i, o)| i.job_id == *id && o.starving_for().is_some()));
-        if !all_starving {
-            return Ok(false);
-        }
-        let shown = squeue(&c);
-        if std::fs::read(&path).unwrap_or_default() != before {
-            return Ok(false); // a pass ran meanwhile: take both again
-        }
-        taken = Some((rec, shown));
-        Ok(true)
-    })
+    // Up to 20 s and three PriorityCalcPeriods (a minute each) from here.
+    c.wait_until_within(
+        "a recorded pass with every job starving, stable around squeue",
+        Duration::from_secs(240),
+        || {
+            let before = std::fs::read(&path).unwrap_or_default();
+            let Some(rec) = read_record(&path) else { return Ok(false) };
+            let all_starving =
+                ids.iter().all(|id| rec.jobs.iter().any(|(i, o)| i.job_id == *id && o.starving_for().is_some()));
+            // ... and the pass before saw them all starve too: its choice lifts some of them.
+            if !all_starving || rec.chosen.1.len() < 4 {
+                return Ok(false);
+            }
+            let shown = squeue(&c);
+            if std::fs::read(&path).unwrap_or_default() != before {
+                return Ok(false); // a pass ran meanwhile: take both again
+            }
+            taken = Some((rec, shown));
+            Ok(true)
+        },
+    )
     .unwrap();
     let (rec, shown) = taken.unwrap();
     let log = c.log("slurmctld");
@@ -139,6 +150,13 @@ fn a_pass_recorded_in_slurmctld_replays_identically_through_the_simulator() {
         assert_eq!(shown.get(&input.job_id), Some(&want), "job {}: squeue {shown:?}\n{log}", input.job_id);
     }
     assert!(lifted.values().all(|&p| p == FIRST_STARVING));
+    // One lifted job per user and partition list: fw_alice's two debug jobs and fw_bob's
+    // two gpu jobs each have one lifted, the other at its usual priority.
+    assert_eq!(rec.chosen.1.len(), 4, "{:?}", rec.chosen);
+    for (input, out) in &rec.jobs {
+        let is_lifted = rec.chosen.1.contains(&input.job_id);
+        assert_eq!(out.priority >= STARVING_BASE, is_lifted, "job {}: {}", input.job_id, out.priority);
+    }
     // The record covers what the route must carry: several partitions, history, deadline.
     let of = |id: u32| rec.jobs.iter().find(|(i, _)| i.job_id == id).unwrap();
     assert_eq!(of(ids[4]).0.partitions.len(), 2, "the debug,gpu job has one priority per partition");
@@ -160,9 +178,8 @@ fn a_pass_recorded_in_slurmctld_replays_identically_through_the_simulator() {
         input
     });
     let mut replayed = Vec::new();
-    fairway_sim::priority_pass(policy, &mut FirstStarving::default(), inputs, |id, out| {
-        replayed.push((id, out.clone()))
-    });
+    let mut chosen = FirstStarving::resume(&rec.chosen.0, &rec.chosen.1);
+    fairway_sim::priority_pass(policy, &mut chosen, inputs, |id, out| replayed.push((id, out.clone())));
     // Where the run time came from is what explain tells a user, not part of the decision:
     // the replay is handed the plugin's run times, so it says "given".
     let decision = |(id, mut out): (u32, JobPriority)| {

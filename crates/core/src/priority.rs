@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::PriorityConfig;
 use crate::multifactor::{self, Factors, PartitionInput, QosInput, Weights};
 use crate::predict::{self, JobKey, JobRequest, LearnedPredictor, RuntimePredictor, RuntimeSource};
-use crate::terms::{self, FirstStarving, Terms, TermsInput, FIRST_STARVING};
+use crate::terms::{self, FirstStarving, Lift, Terms, TermsInput, FIRST_STARVING};
 
 /// Everything a job's priority is computed from, read once per evaluation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -49,6 +49,9 @@ pub struct TermsJob {
     /// The partition, or comma-separated partitions, the job competes in: the group
     /// within which one starving job goes first.
     pub partition: String,
+    /// The job's user (uid): one starving job per user and partition is lifted.
+    #[serde(default)]
+    pub user: u32,
     /// When the job became eligible (0: not yet).
     pub eligible_since: i64,
     /// `--deadline`, Unix seconds.
@@ -158,9 +161,9 @@ pub struct Policy<'a> {
 }
 
 impl Policy<'_> {
-    /// The job's priority; `first` when it is the job that goes first in its partition
-    /// (see [`FirstStarving`]). With every term off it is multifactor's.
-    pub fn evaluate(&self, job: &JobInput, first: bool) -> JobPriority {
+    /// The job's priority, `lift`ed as [`FirstStarving`] chose should it starve. With
+    /// every term off it is multifactor's.
+    pub fn evaluate(&self, job: &JobInput, lift: Lift) -> JobPriority {
         if let Some(p) = job.admin_priority {
             return JobPriority { priority: p, ..JobPriority::default() };
         }
@@ -177,7 +180,10 @@ impl Policy<'_> {
         };
         let (expected_runtime, runtime_source) = (expected.map(|e| e.0), expected.map(|e| e.1));
         let starving = terms.as_ref().is_some_and(|t| t.starving_for.is_some());
-        let lift = |usual| if starving { terms::starving_priority(usual, first) } else { usual };
+        let lift = |usual| match lift {
+            Lift::Lifted | Lift::First if starving => terms::starving_priority(usual, lift == Lift::First),
+            _ => usual,
+        };
         let priority = lift(multifactor::priority(w, &factors));
         let per_partition = if job.partitions.is_empty() {
             Vec::new() // most jobs: one partition, one QOS
@@ -237,13 +243,13 @@ impl Policy<'_> {
         now: i64,
         current: u32,
         last: Option<(u32, i64)>,
-        first: bool,
+        lift: Lift,
     ) -> Option<SiteFactor> {
         if !terms::any_enabled(self.terms) {
             return None;
         }
         let (t, expected) = self.terms_of(job, now);
-        let part = terms::site_contribution(self.terms, &t, first);
+        let part = terms::site_contribution(self.terms, &t, lift);
         Some(SiteFactor {
             site: terms::replace_site_part(current, last, part),
             part,
@@ -285,11 +291,13 @@ impl<'p, 'a> Pass<'p, 'a> {
         Self { policy, first }
     }
 
-    /// The job's priority now; a starving job becomes a candidate to go first.
+    /// The job's priority now (lifted if the last pass chose it); a starving job
+    /// becomes a candidate to be lifted and to go first.
     pub fn job(&mut self, job: &JobInput) -> JobPriority {
-        let out = self.policy.evaluate(job, false);
+        let lift = self.first.lift(job.job_id).min(Lift::Lifted);
+        let out = self.policy.evaluate(job, lift);
         if let (Some(t), Some(s)) = (&job.terms, out.starving_for()) {
-            self.first.note(&t.partition, job.job_id, s, || out.clone().first());
+            self.first.note(&t.partition, t.user, job.job_id, s, || out.clone().first());
         }
         out
     }
@@ -386,7 +394,7 @@ impl State<JobPriority> {
     /// One job's priority outside a pass (at submission, on an update): lifted if it is
     /// the job that goes first in its partition.
     pub fn evaluate(&self, weights: &Weights, job: &JobInput) -> JobPriority {
-        self.with(weights, |policy, first| policy.evaluate(job, first.is_first(job.job_id)))
+        self.with(weights, |policy, first| policy.evaluate(job, first.lift(job.job_id)))
     }
 }
 
@@ -401,7 +409,7 @@ impl State<SiteFactor> {
         last: Option<(u32, i64)>,
     ) -> Option<SiteFactor> {
         // The terms alone: multifactor sums the other factors itself.
-        self.with(&Weights::default(), |policy, first| policy.site_factor(job, now, current, last, first.is_first(id)))
+        self.with(&Weights::default(), |policy, first| policy.site_factor(job, now, current, last, first.lift(id)))
     }
 
     /// Runs `f` over one pass of `site_factor/fairway` (see [`SitePass`]).
@@ -433,11 +441,12 @@ impl<'p, 'a> SitePass<'p, 'a> {
         current: u32,
         last: Option<(u32, i64)>,
     ) -> Option<SiteFactor> {
-        let out = self.policy.site_factor(job, now, current, last, false)?;
+        let lift = self.first.lift(id).min(Lift::Lifted);
+        let out = self.policy.site_factor(job, now, current, last, lift)?;
         if let Some(s) = out.terms.starving_for {
             let policy = self.policy;
-            self.first.note(&job.partition, id, s, || {
-                policy.site_factor(job, now, current, last, true).expect("terms are on")
+            self.first.note(&job.partition, job.user, id, s, || {
+                policy.site_factor(job, now, current, last, Lift::First).expect("terms are on")
             });
         }
         Some(out)
@@ -454,6 +463,7 @@ mod tests {
     use super::*;
     use crate::config::Seconds;
     use crate::multifactor::NICE_OFFSET;
+    use crate::terms::STARVING_BASE;
 
     fn weights() -> Weights {
         Weights {
@@ -486,6 +496,7 @@ mod tests {
             },
             terms: Some(TermsJob {
                 partition: "gpu".into(),
+                user: 1000 + id, // a user of its own
                 eligible_since: 100_000 - waited,
                 gpus: 4,
                 expected_runtime: Some(900),
@@ -515,8 +526,8 @@ mod tests {
     #[test]
     fn with_terms_off_it_is_multifactors_sum() {
         let (w, j) = mf();
-        let out =
-            Policy { weights: &w, terms: &PriorityConfig::default(), history: None, model: None }.evaluate(&j, false);
+        let out = Policy { weights: &w, terms: &PriorityConfig::default(), history: None, model: None }
+            .evaluate(&j, Lift::None);
         assert_eq!(out.terms, None);
         // 5.95 (age) + 5000 (fair share) + 1000 × (1/8 + 4/64)/2 = 5099.7
         assert_eq!(out.priority, 5099);
@@ -533,7 +544,7 @@ mod tests {
         let urgency = |qos: &str| {
             let mut j = j.clone();
             j.terms.as_mut().unwrap().qos = qos.into();
-            p.evaluate(&j, false).terms.unwrap().deadline
+            p.evaluate(&j, Lift::None).terms.unwrap().deadline
         };
         assert_eq!(urgency("normal"), 0.0, "any user can set --deadline: it buys nothing outside deadline_qos");
         assert_eq!(urgency("high"), 0.9);
@@ -548,24 +559,27 @@ mod tests {
             PriorityConfig { weight_predicted_work: 1000, max_wait: Some(Seconds(7200)), ..PriorityConfig::default() };
         let p = Policy { weights: &w, terms: &c, history: None, model: None };
         // 900 s × 4 GPUs = one GPU-hour: factor 1/2, bonus 500.
-        let out = p.evaluate(&j, false);
+        let out = p.evaluate(&j, Lift::None);
         assert_eq!(out.terms.as_ref().unwrap().predicted_work, 0.5);
         assert_eq!(out.weighted.as_ref().unwrap().site, NICE_OFFSET + 500);
         assert_eq!(out.priority, 5099 + 500);
         let starving = starving_since(j.clone(), 10_000 - 7300);
-        let out = p.evaluate(&starving, false);
+        let out = p.evaluate(&starving, Lift::Lifted);
         assert_eq!(out.starving_for(), Some(100));
         assert_eq!(out.priority, terms::starving_priority(5099 + 500, false));
-        // Starving longer does not reorder starving jobs; their usual priority does.
-        assert_eq!(p.evaluate(&starving_since(j.clone(), 10_000 - 9000), false).priority, out.priority);
+        // Starving but not lifted (its user has a longer-starving job): the usual priority.
+        let unlifted = p.evaluate(&starving, Lift::None);
+        assert_eq!((unlifted.priority, unlifted.starving_for()), (5099 + 500, Some(100)));
+        // Starving longer does not reorder lifted jobs; their usual priority does.
+        assert_eq!(p.evaluate(&starving_since(j.clone(), 10_000 - 9000), Lift::Lifted).priority, out.priority);
         let mut fairer = starving.clone();
         fairer.factors.fairshare = 0.6;
-        let fairer = p.evaluate(&fairer, false).priority;
+        let fairer = p.evaluate(&fairer, Lift::Lifted).priority;
         assert!(fairer > out.priority);
         // Except the first starving job of the partition, whatever its usual priority.
-        assert!(p.evaluate(&starving, true).priority > fairer);
-        // `first` means nothing to a job that is not starving.
-        assert_eq!(p.evaluate(&j, true).priority, 5099 + 500);
+        assert!(p.evaluate(&starving, Lift::First).priority > fairer);
+        // A lift means nothing to a job that is not starving.
+        assert_eq!(p.evaluate(&j, Lift::First).priority, 5099 + 500);
     }
 
     #[test]
@@ -574,7 +588,7 @@ mod tests {
         let off = PriorityConfig::default();
         let p = Policy { weights: &w, terms: &off, history: None, model: None };
         let j = job(1, 3600, 0.5);
-        let out = p.evaluate(&j, false);
+        let out = p.evaluate(&j, Lift::None);
         let f = multifactor::factors(&w, &j.factors);
         assert_eq!(out.priority, multifactor::priority(&w, &f));
         assert_eq!(out.weighted, Some(Weighted::new(&w, &f)));
@@ -587,7 +601,7 @@ mod tests {
         let w = weights();
         let c = PriorityConfig { max_wait: Some(Seconds(1)), ..PriorityConfig::default() };
         let p = Policy { weights: &w, terms: &c, history: None, model: None };
-        let out = p.evaluate(&JobInput { admin_priority: Some(7), ..job(1, 3600, 0.5) }, true);
+        let out = p.evaluate(&JobInput { admin_priority: Some(7), ..job(1, 3600, 0.5) }, Lift::First);
         assert_eq!((out.priority, out.weighted, out.per_partition.len()), (7, None, 0));
     }
 
@@ -602,8 +616,8 @@ mod tests {
             PartitionInput { priority_job_factor: 1, norm_priority: 0.5, tres: vec![] },
         ];
         j.qos = vec![QosInput { priority: 10, norm_priority: 1.0 }];
-        let on = Policy { weights: &w, terms: &c, history: None, model: None }.evaluate(&j, false);
-        let base = Policy { weights: &w, terms: &off, history: None, model: None }.evaluate(&j, false);
+        let on = Policy { weights: &w, terms: &c, history: None, model: None }.evaluate(&j, Lift::None);
+        let base = Policy { weights: &w, terms: &off, history: None, model: None }.evaluate(&j, Lift::None);
         // 900 s × 4 GPUs is one GPU-hour: half the weight.
         assert_eq!(on.priority, base.priority + 500);
         assert_eq!(on.weighted.as_ref().unwrap().site, NICE_OFFSET + 500);
@@ -625,9 +639,9 @@ mod tests {
         let t = j.terms.as_mut().unwrap();
         t.expected_runtime = None;
         t.request = Some(JobRequest { key, time_limit: Some(7200), nodes: None, cpus: None, submit: 0 });
-        let out = Policy { weights: &w, terms: &c, history: Some(&h), model: None }.evaluate(&j, false);
+        let out = Policy { weights: &w, terms: &c, history: Some(&h), model: None }.evaluate(&j, Lift::None);
         assert_eq!(out.expected_runtime, Some(900));
-        let no_history = Policy { weights: &w, terms: &c, history: None, model: None }.evaluate(&j, false);
+        let no_history = Policy { weights: &w, terms: &c, history: None, model: None }.evaluate(&j, Lift::None);
         assert_eq!(no_history.expected_runtime, Some(7200), "the limit without history");
     }
 
@@ -640,16 +654,48 @@ mod tests {
         let jobs = [job(1, 7200, 0.1), job(2, 9000, 0.1), job(3, 8000, 0.9), job(4, 60, 0.9)];
         let mut pass = Pass::new(p, &mut first);
         let out: Vec<JobPriority> = jobs.iter().map(|j| pass.job(j)).collect();
-        // Starving jobs rank above the rest, in their usual order (fair share), none first yet.
-        assert!(out[2].priority > out[0].priority && out[0].priority > out[3].priority);
-        assert!(out.iter().all(|o| o.priority < FIRST_STARVING));
+        // The first pass that sees them starve chooses; nothing is lifted yet.
+        assert!(out[3].priority > out[0].priority, "fair share orders them");
+        assert!(out.iter().all(|o| o.priority < STARVING_BASE));
         let lifted = pass.finish();
         assert_eq!(lifted.len(), 1);
         assert_eq!(lifted[0].0, 2, "job 2 has starved longest");
         assert_eq!(lifted[0].1.priority, FIRST_STARVING);
         assert!(first.is_first(2));
         // Outside a pass the chosen job keeps its place.
-        assert_eq!(p.evaluate(&jobs[1], first.is_first(2)).priority, FIRST_STARVING);
+        assert_eq!(p.evaluate(&jobs[1], first.lift(2)).priority, FIRST_STARVING);
+        // The next pass lifts the starving jobs (each its user's only one) above the rest,
+        // in their usual order (fair share).
+        let mut pass = Pass::new(p, &mut first);
+        let out: Vec<JobPriority> = jobs.iter().map(|j| pass.job(j)).collect();
+        assert!(out[2].priority > out[0].priority && out[0].priority > out[3].priority);
+        assert!(out.iter().all(|o| o.priority < FIRST_STARVING));
+        assert_eq!(pass.finish()[0].0, 2);
+    }
+
+    #[test]
+    fn a_users_flood_of_starving_jobs_is_lifted_one_at_a_time() {
+        let w = weights();
+        let c = PriorityConfig { max_wait: Some(Seconds(3600)), ..PriorityConfig::default() };
+        let p = Policy { weights: &w, terms: &c, history: None, model: None };
+        let mut first = FirstStarving::default();
+        let flood = |id: u32, waited: i64| {
+            let mut j = job(id, waited, 0.9);
+            j.terms.as_mut().unwrap().user = 7;
+            j
+        };
+        let jobs = [flood(1, 9000), flood(2, 8000), flood(3, 7500), job(4, 5000, 0.1), job(5, 60, 0.5)];
+        for _ in 0..2 {
+            let mut pass = Pass::new(p, &mut first);
+            jobs.iter().for_each(|j| drop(pass.job(j)));
+            pass.finish();
+        }
+        let prio: Vec<u32> = jobs.iter().map(|j| p.evaluate(j, first.lift(j.job_id)).priority).collect();
+        assert_eq!(prio[0], FIRST_STARVING, "the flood's longest-starving job goes first");
+        assert!(prio[3] >= STARVING_BASE && prio[3] < FIRST_STARVING, "the other user's starving job is lifted");
+        for flooded in &prio[1..3] {
+            assert!(*flooded < STARVING_BASE && *flooded > prio[4], "only fair share and age order the rest");
+        }
     }
 
     #[test]
@@ -678,14 +724,20 @@ mod tests {
             PriorityConfig { weight_predicted_work: 1000, max_wait: Some(Seconds(3600)), ..PriorityConfig::default() };
         let state: State<SiteFactor> = State::new(c, RuntimePredictor::default(), None);
         let jobs = [job(1, 7200, 0.5), job(2, 9000, 0.5), job(3, 60, 0.5)];
-        let (out, lifted) = state.with(&w, |policy, first| {
-            let mut pass = SitePass::new(policy, first);
-            let out: Vec<SiteFactor> = jobs
-                .iter()
-                .map(|j| pass.job(j.job_id, j.terms.as_ref().unwrap(), 100_000, NICE_OFFSET, None).unwrap())
-                .collect();
-            (out, pass.finish())
-        });
+        let pass = || {
+            state.with(&w, |policy, first| {
+                let mut pass = SitePass::new(policy, first);
+                let out: Vec<SiteFactor> = jobs
+                    .iter()
+                    .map(|j| pass.job(j.job_id, j.terms.as_ref().unwrap(), 100_000, NICE_OFFSET, None).unwrap())
+                    .collect();
+                (out, pass.finish())
+            })
+        };
+        // The first pass chooses; the second lifts.
+        let (out, _) = pass();
+        assert_eq!(out[0].part, 500);
+        let (out, lifted) = pass();
         // 900 s × 4 GPUs: 500 for everyone, and the starving lift for jobs 1 and 2.
         assert_eq!(out[2].part, 500);
         assert_eq!(out[0].part, 500 + terms::STARVING_SITE);

@@ -9,8 +9,10 @@
 //!   time: near 0 with plenty of slack, 1 once the job can only just (or no longer)
 //!   finish in time. Other jobs' deadlines count for nothing: any user may set one.
 //! - **starvation bound**: a job eligible for longer than `max_wait` is lifted above
-//!   every job that is not starving, and in each partition the job starving longest
-//!   goes first of all ([`FirstStarving`]); the other starving jobs keep their usual order.
+//!   every job that is not, and in each partition the job starving longest goes first of
+//!   all ([`FirstStarving`]); the other lifted jobs keep their usual order. Only each
+//!   user's longest-starving job in a partition is lifted: a user's flood of jobs that
+//!   all starve cannot jump everyone else's; the next is lifted once that one starts.
 //!   Why both: ordering every starving job by starvation time turns a backlog into FIFO
 //!   once most jobs have waited `max_wait` (in the simulator, openb's pods on 16 GPUs:
 //!   mean JCT 1.90× multifactor's), while the usual order alone lets a large job be
@@ -116,40 +118,97 @@ pub fn starving_priority(usual: u32, first: bool) -> u32 {
     }
 }
 
-/// The starving job that goes first in each partition: the one starving longest (the
-/// lowest job id on a tie).
+/// How far a job that has starved past `max_wait` is lifted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lift {
+    /// Not lifted: it does not starve, or its user has a job in the partition that has
+    /// starved longer (one lifted job per user and partition, so that a user's flood of
+    /// starving jobs cannot jump everyone else's), or it began to starve after the
+    /// last pass.
+    #[default]
+    None,
+    /// Above every job that is not lifted, in the usual order among lifted jobs.
+    Lifted,
+    /// The first starving job of its partition: above every other.
+    First,
+}
+
+/// The starving jobs that are lifted: per partition and user, the job starving longest
+/// (the lowest job id on a tie); and of those, per partition, the one that goes first.
 ///
-/// It is chosen during a priority pass ([`note`](Self::note) for every starving pending
-/// job, with what to write for it should it be chosen); at the end of the pass
-/// ([`end_pass`](Self::end_pass)) the chosen jobs, one per partition, are returned with
-/// that payload, so the jobs are walked only once. A job stays first until a later pass
-/// chooses another.
+/// They are chosen during a priority pass ([`note`](Self::note) for every starving
+/// pending job, with what to write for it should it go first); at the end of the pass
+/// ([`end_pass`](Self::end_pass)) the jobs that go first, one per partition, are returned
+/// with that payload, so the jobs are walked only once. The choice holds until the next
+/// pass makes another.
 #[derive(Debug, Clone)]
 pub struct FirstStarving<P = ()> {
     first: HashSet<u32>,
+    lifted: HashSet<u32>,
     /// Per partition, the longest-starving job noted in this pass: (seconds starving, id,
     /// payload).
     next: HashMap<String, (u64, u32, P)>,
+    /// Per partition and user, the longest-starving job noted in this pass.
+    next_lifted: HashMap<(String, u32), (u64, u32)>,
 }
 
 impl<P> Default for FirstStarving<P> {
     fn default() -> Self {
-        Self { first: HashSet::new(), next: HashMap::new() }
+        Self { first: HashSet::new(), lifted: HashSet::new(), next: HashMap::new(), next_lifted: HashMap::new() }
     }
 }
 
+/// Whether (`starving_for`, `job_id`) starved longer than the entry `e` (the lower id
+/// on a tie).
+fn longer(starving_for: u64, job_id: u32, e: (u64, u32)) -> bool {
+    (starving_for, std::cmp::Reverse(job_id)) > (e.0, std::cmp::Reverse(e.1))
+}
+
 impl<P> FirstStarving<P> {
+    /// The choice a pass left: the jobs that go first and the jobs lifted, by job id
+    /// (what a record of the next pass starts from).
+    pub fn chosen(&self) -> (Vec<u32>, Vec<u32>) {
+        let sorted = |s: &HashSet<u32>| {
+            let mut v: Vec<u32> = s.iter().copied().collect();
+            v.sort_unstable();
+            v
+        };
+        (sorted(&self.first), sorted(&self.lifted))
+    }
+
+    /// Resumes from a choice [`chosen`](Self::chosen) returned.
+    pub fn resume(first: &[u32], lifted: &[u32]) -> Self {
+        Self { first: first.iter().copied().collect(), lifted: lifted.iter().copied().collect(), ..Self::default() }
+    }
+
     /// Whether `job_id` was the first starving job of its partition at the last pass.
     pub fn is_first(&self, job_id: u32) -> bool {
         self.first.contains(&job_id)
     }
 
-    /// Notes a pending job of `partition` that has starved for `starving_for` seconds;
-    /// `payload` is made only if it is the longest-starving so far.
-    pub fn note(&mut self, partition: &str, job_id: u32, starving_for: u64, payload: impl FnOnce() -> P) {
-        let better = |e: &(u64, u32, P)| (starving_for, std::cmp::Reverse(job_id)) > (e.0, std::cmp::Reverse(e.1));
+    /// How far `job_id` is lifted, as the last pass chose.
+    pub fn lift(&self, job_id: u32) -> Lift {
+        if self.first.contains(&job_id) {
+            Lift::First
+        } else if self.lifted.contains(&job_id) {
+            Lift::Lifted
+        } else {
+            Lift::None
+        }
+    }
+
+    /// Notes a pending job of `user` in `partition` that has starved for `starving_for`
+    /// seconds; `payload` is made only if it is the partition's longest-starving so far.
+    pub fn note(&mut self, partition: &str, user: u32, job_id: u32, starving_for: u64, payload: impl FnOnce() -> P) {
+        match self.next_lifted.get_mut(&(partition.to_owned(), user)) {
+            Some(e) if longer(starving_for, job_id, *e) => *e = (starving_for, job_id),
+            Some(_) => {}
+            None => {
+                self.next_lifted.insert((partition.to_owned(), user), (starving_for, job_id));
+            }
+        }
         match self.next.get_mut(partition) {
-            Some(e) if better(e) => *e = (starving_for, job_id, payload()),
+            Some(e) if longer(starving_for, job_id, (e.0, e.1)) => *e = (starving_for, job_id, payload()),
             Some(_) => {}
             None => {
                 self.next.insert(partition.to_owned(), (starving_for, job_id, payload()));
@@ -157,9 +216,11 @@ impl<P> FirstStarving<P> {
         }
     }
 
-    /// Ends a pass: the jobs noted first in their partitions become the ones lifted.
-    /// Returns them with their payloads, by job id.
+    /// Ends a pass: the jobs noted longest-starving of their user become the ones lifted,
+    /// and those of their partition the ones that go first. Returns the latter with their
+    /// payloads, by job id.
     pub fn end_pass(&mut self) -> Vec<(u32, P)> {
+        self.lifted = self.next_lifted.drain().map(|(_, (_, id))| id).collect();
         let mut chosen: Vec<(u32, P)> = self.next.drain().map(|(_, (_, id, p))| (id, p)).collect();
         chosen.sort_unstable_by_key(|c| c.0);
         self.first = chosen.iter().map(|c| c.0).collect();
@@ -178,11 +239,11 @@ pub const FIRST_STARVING_SITE: i64 = 0x0800_0000;
 /// Fairway's contribution to a site factor: the weighted terms, plus [`STARVING_SITE`]
 /// for a starving job (the other factors order starving jobs) and [`FIRST_STARVING_SITE`]
 /// more for the first starving job of its partition.
-pub fn site_contribution(config: &PriorityConfig, t: &Terms, first: bool) -> i64 {
-    let lift = match (t.starving_for, first) {
-        (None, _) => 0,
-        (Some(_), false) => STARVING_SITE,
-        (Some(_), true) => STARVING_SITE + FIRST_STARVING_SITE,
+pub fn site_contribution(config: &PriorityConfig, t: &Terms, lift: Lift) -> i64 {
+    let lift = match (t.starving_for, lift) {
+        (None, _) | (Some(_), Lift::None) => 0,
+        (Some(_), Lift::Lifted) => STARVING_SITE,
+        (Some(_), Lift::First) => STARVING_SITE + FIRST_STARVING_SITE,
     };
     site_bonus(config, t) + lift
 }
@@ -295,21 +356,45 @@ mod tests {
     #[test]
     fn the_longest_starving_job_of_each_partition_goes_first() {
         let mut f = FirstStarving::default();
-        f.note("gpu", 7, 100, || 'a');
-        f.note("gpu", 3, 500, || 'b');
-        f.note("gpu", 9, 500, || 'c'); // a tie: the lower id, 3, stays first
-        f.note("cpu", 4, 10, || 'd');
+        f.note("gpu", 1, 7, 100, || 'a');
+        f.note("gpu", 2, 3, 500, || 'b');
+        f.note("gpu", 3, 9, 500, || 'c'); // a tie: the lower id, 3, stays first
+        f.note("cpu", 1, 4, 10, || 'd');
         assert!(!f.is_first(3), "applied only once the pass is over");
         assert_eq!(f.end_pass(), vec![(3, 'b'), (4, 'd')]);
         assert!(f.is_first(3) && f.is_first(4));
         assert!(!f.is_first(7) && !f.is_first(9));
+        assert_eq!([7, 3, 9, 4].map(|j| f.lift(j)), [Lift::Lifted, Lift::First, Lift::Lifted, Lift::First]);
         // Job 3 started: the next pass notes the others.
-        f.note("gpu", 7, 160, || 'e');
-        f.note("gpu", 9, 560, || 'f');
+        f.note("gpu", 1, 7, 160, || 'e');
+        f.note("gpu", 3, 9, 560, || 'f');
         f.end_pass();
         assert!(f.is_first(9) && !f.is_first(3) && !f.is_first(4) && !f.is_first(7));
         assert!(f.end_pass().is_empty());
         assert!(!f.is_first(9), "nothing starving, nothing lifted");
+        assert_eq!(f.lift(9), Lift::None);
+    }
+
+    #[test]
+    fn one_lifted_job_per_user_and_partition() {
+        let mut f = FirstStarving::default();
+        // User 1 floods the partition with starving jobs; user 2 has one.
+        for (id, starving) in [(10, 900), (11, 800), (12, 800), (13, 50)] {
+            f.note("gpu", 1, id, starving, || ());
+        }
+        f.note("gpu", 2, 20, 100, || ());
+        f.note("cpu", 1, 30, 5, || ());
+        f.end_pass();
+        let lifts: Vec<Lift> = [10, 11, 12, 13, 20, 30].iter().map(|&j| f.lift(j)).collect();
+        assert_eq!(lifts, [Lift::First, Lift::None, Lift::None, Lift::None, Lift::Lifted, Lift::First]);
+        // Job 10 started: user 1's next-longest (11, the lower id of a tie) is lifted.
+        for (id, starving) in [(11, 860), (12, 860), (13, 110)] {
+            f.note("gpu", 1, id, starving, || ());
+        }
+        f.note("gpu", 2, 20, 160, || ());
+        f.end_pass();
+        let lifts: Vec<Lift> = [11, 12, 13, 20].iter().map(|&j| f.lift(j)).collect();
+        assert_eq!(lifts, [Lift::First, Lift::None, Lift::None, Lift::Lifted]);
     }
 
     proptest! {

@@ -6,6 +6,7 @@
 
 use fairway_core::multifactor::Weights;
 use fairway_core::priority::{JobInput, JobPriority};
+use fairway_core::terms::FirstStarving;
 
 /// The record of the pass in progress.
 pub struct PassRecord {
@@ -14,12 +15,18 @@ pub struct PassRecord {
 }
 
 impl PassRecord {
-    /// Starts the record of a pass under `weights` (slurm.conf's, as the plugin read them).
+    /// Starts the record of a pass under `weights` (slurm.conf's, as the plugin read them)
+    /// from the starving jobs the last pass chose (`chosen`), which decide how this pass
+    /// lifts them.
     #[allow(unused_variables)]
-    pub fn new(weights: &Weights) -> Self {
+    pub fn new<P>(weights: &Weights, chosen: &FirstStarving<P>) -> Self {
         Self {
             #[cfg(feature = "fault-injection")]
-            lines: serde_json::to_string(&serde_json::json!({ "weights": weights })).into_iter().collect(),
+            lines: {
+                let (first, lifted) = chosen.chosen();
+                let head = serde_json::json!({ "weights": weights, "chosen": { "first": first, "lifted": lifted } });
+                serde_json::to_string(&head).into_iter().collect()
+            },
         }
     }
 

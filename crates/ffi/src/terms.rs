@@ -108,6 +108,7 @@ impl JobRecord<'_> {
     pub fn terms_job(&self) -> TermsJob {
         TermsJob {
             partition: self.partition().unwrap_or_default().into_owned(),
+            user: self.user_id(),
             eligible_since: self.eligible_since(),
             deadline: self.deadline(),
             qos: self.qos().map(|q| q.name().into_owned()).unwrap_or_default(),

@@ -269,6 +269,7 @@ impl<'a> Simulator<'a> {
         let job = &self.w.jobs[j];
         TermsJob {
             partition: String::new(),
+            user: u32::try_from(job.user).unwrap_or(u32::MAX),
             eligible_since: job.submit,
             deadline: None,
             qos: String::new(),
@@ -325,7 +326,7 @@ impl<'a> Simulator<'a> {
             return None;
         }
         let input = self.priority_input(j, now);
-        Some(self.policy().evaluate(&input, self.first_starving.is_first(j as u32)).priority)
+        Some(self.policy().evaluate(&input, self.first_starving.lift(j as u32)).priority)
     }
 
     /// The fair-share factor of each association (user within account) as last computed.

@@ -269,7 +269,7 @@ fn fairway_priority_uses_the_predictor_learning_at_job_end() {
     // What the plugin computes from the same input.
     let input = sim.priority_input(1, 600);
     let policy = priority::Policy { weights: &weights, terms: &terms_cfg, history: None, model: None };
-    assert_eq!(after, policy.evaluate(&input, false).priority);
+    assert_eq!(after, policy.evaluate(&input, fairway_core::terms::Lift::None).priority);
     assert!(after > before, "{after} <= {before}");
 }
 

@@ -81,8 +81,8 @@ impl Priority for FairwayPriority {
 
     fn priority_pass(&self, walk: &mut dyn FnMut(&mut PriorityOf<'_>)) {
         let (knobs, state) = (self.knobs(), self.terms.state());
-        let mut record = PassRecord::new(&knobs.weights);
         state.with(&knobs.weights, |policy, first| {
+            let mut record = PassRecord::new(&knobs.weights, first);
             let mut pass = Pass::new(policy, first);
             let (mut published, mut count) = (PassJobs::new(policy.terms), 0);
             walk(&mut |job, now| {
