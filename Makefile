@@ -15,7 +15,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz fuzz-short fuzz-long memcheck clean
+.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz fuzz-short fuzz-long fuzz-coverage memcheck clean
 
 ## build-deps: what building needs and nothing more (Slurm headers, libclang, the configured
 ## Slurm source tree): no daemon, no user; safe on a production controller
@@ -165,6 +165,12 @@ fuzz-short:
 ## fuzz-long: every fuzz target for FUZZ_RUNS executions (10 million), report in bench/results/fuzz.md (hours; not in CI)
 fuzz-long:
 	bash scripts/fuzz-long.sh
+
+## fuzz-coverage: the lines of the submission rules (crates/core/src/submit) the submit_rules
+## corpus reaches and misses, after FUZZ_SECS (60) of fuzzing; bench/results/fuzz-coverage.md
+## (needs nightly and Debian's llvm for llvm-symbolizer; a few minutes; not in CI)
+fuzz-coverage:
+	bash scripts/fuzz-coverage.sh
 
 ## memcheck: slurmctld's memory under MEMCHECK_JOBS jobs of mixed load, Fairway against stock
 ## Slurm, then under valgrind (about an hour on 2 cores; bench/results/memcheck.md; not in CI)
