@@ -15,8 +15,9 @@ CARGO=${CARGO:-cargo}
 # Suites by lane, balanced by measured wall time (slowest first, each to the lane with
 # less so far). A suite not named here runs in lane 2, so none is skipped; e2e suites
 # need a docker cluster (make test-e2e) and are not run here.
-lane1=(fairway_terms faults memcheck learned_model fairshare_equivalence priority_parity priority_equivalence)
-lane2=(priority_restart explain slurm_host job_submit dashboard gpu_binding gpu_plugin)
+# Last measured (CI, 2026-12-06): about 980 s each.
+lane1=(fairway_terms explain priority_parity learned_model fairshare_equivalence dashboard gpu_binding)
+lane2=(priority_restart faults job_submit slurm_host memcheck priority_equivalence gpu_plugin)
 
 declare -A exe
 while read -r name path; do [[ $path == /* ]] || path=$PWD/$path; exe[$name]=$path; done < <(
