@@ -404,12 +404,7 @@ pub fn gpu_nodes(job: &BTreeMap<String, String>, sinfo: &str) -> Option<GpuNodes
             continue;
         }
         let Some(gpus) = crate::submit::partitions::node_gpus(gres) else { continue };
-        let has = match &want.gres_type {
-            // Untyped GPUs in sinfo count for any type (AutoDetect names them later).
-            Some(t) => gpus.get(t.as_str()).copied().unwrap_or(0).max(gpus.get("").copied().unwrap_or(0)),
-            None => gpus.values().sum(),
-        };
-        if has >= want.count {
+        if crate::submit::partitions::gpus_of_type(&gpus, want.gres_type.as_deref()) >= want.count {
             let usable = crate::dashboard::node_usable(state);
             let reason = if usable || *reason == "none" { String::new() } else { reason.to_string() };
             fitting.push(FittingNode { name: name.to_string(), state: state.to_string(), usable, reason });

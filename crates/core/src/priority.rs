@@ -661,7 +661,7 @@ mod tests {
         assert_eq!(lifted.len(), 1);
         assert_eq!(lifted[0].0, 2, "job 2 has starved longest");
         assert_eq!(lifted[0].1.priority, FIRST_STARVING);
-        assert!(first.is_first(2));
+        assert_eq!(first.lift(2), Lift::First);
         // Outside a pass the chosen job keeps its place.
         assert_eq!(p.evaluate(&jobs[1], first.lift(2)).priority, FIRST_STARVING);
         // The next pass lifts the starving jobs (each its user's only one) above the rest,

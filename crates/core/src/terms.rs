@@ -181,11 +181,6 @@ impl<P> FirstStarving<P> {
         Self { first: first.iter().copied().collect(), lifted: lifted.iter().copied().collect(), ..Self::default() }
     }
 
-    /// Whether `job_id` was the first starving job of its partition at the last pass.
-    pub fn is_first(&self, job_id: u32) -> bool {
-        self.first.contains(&job_id)
-    }
-
     /// How far `job_id` is lifted, as the last pass chose.
     pub fn lift(&self, job_id: u32) -> Lift {
         if self.first.contains(&job_id) {
@@ -360,18 +355,23 @@ mod tests {
         f.note("gpu", 2, 3, 500, || 'b');
         f.note("gpu", 3, 9, 500, || 'c'); // a tie: the lower id, 3, stays first
         f.note("cpu", 1, 4, 10, || 'd');
-        assert!(!f.is_first(3), "applied only once the pass is over");
+        assert!(f.lift(3) != Lift::First, "applied only once the pass is over");
         assert_eq!(f.end_pass(), vec![(3, 'b'), (4, 'd')]);
-        assert!(f.is_first(3) && f.is_first(4));
-        assert!(!f.is_first(7) && !f.is_first(9));
+        assert!(f.lift(3) == Lift::First && f.lift(4) == Lift::First);
+        assert!(f.lift(7) != Lift::First && f.lift(9) != Lift::First);
         assert_eq!([7, 3, 9, 4].map(|j| f.lift(j)), [Lift::Lifted, Lift::First, Lift::Lifted, Lift::First]);
         // Job 3 started: the next pass notes the others.
         f.note("gpu", 1, 7, 160, || 'e');
         f.note("gpu", 3, 9, 560, || 'f');
         f.end_pass();
-        assert!(f.is_first(9) && !f.is_first(3) && !f.is_first(4) && !f.is_first(7));
+        assert!(
+            f.lift(9) == Lift::First
+                && f.lift(3) != Lift::First
+                && f.lift(4) != Lift::First
+                && f.lift(7) != Lift::First
+        );
         assert!(f.end_pass().is_empty());
-        assert!(!f.is_first(9), "nothing starving, nothing lifted");
+        assert!(f.lift(9) != Lift::First, "nothing starving, nothing lifted");
         assert_eq!(f.lift(9), Lift::None);
     }
 

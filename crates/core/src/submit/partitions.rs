@@ -16,14 +16,10 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// The most GPUs of type `ty` (of any type when `None`) one of its nodes has. A node
-    /// with untyped GPUs counts for every type: slurmd may report their type later.
+    /// The most GPUs of type `ty` (of any type when `None`) one of its nodes has
+    /// ([`gpus_of_type`]).
     pub fn most_gpus_per_node(&self, ty: Option<&str>) -> u32 {
-        let on = |n: &NodeGpus| match ty {
-            Some(t) => n.get(t).copied().unwrap_or(0).max(n.get("").copied().unwrap_or(0)),
-            None => n.values().fold(0u32, |a, c| a.saturating_add(*c)),
-        };
-        self.gpus.iter().flatten().map(on).max().unwrap_or(0)
+        self.gpus.iter().flatten().map(|n| gpus_of_type(n, ty)).max().unwrap_or(0)
     }
 
     /// `h100 ×8, a100 ×4 per node` (the most of each type one node has), or `no GPUs`.
@@ -40,6 +36,15 @@ impl Partition {
         let each: Vec<String> =
             most.iter().map(|(t, c)| if t.is_empty() { format!("gpu ×{c}") } else { format!("{t} ×{c}") }).collect();
         format!("{} per node", each.join(", "))
+    }
+}
+
+/// The GPUs of type `ty` (of any type when `None`) one node has. Untyped GPUs count for
+/// every type: slurmd may report their type later (`AutoDetect`).
+pub fn gpus_of_type(node: &NodeGpus, ty: Option<&str>) -> u32 {
+    match ty {
+        Some(t) => node.get(t).copied().unwrap_or(0).max(node.get("").copied().unwrap_or(0)),
+        None => node.values().fold(0u32, |a, c| a.saturating_add(*c)),
     }
 }
 
