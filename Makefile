@@ -15,7 +15,7 @@ SLURM_VERSION = $(shell v=$$(sed -n 's/^\#define SLURM_VERSION_NUMBER *0x\([0-9a
 PLUGIN_ROOT = target/plugins/$(SLURM_VERSION)
 export SLURM_SRC_DIR ?= $(CURDIR)/.cache/slurm-src/$(SLURM_VERSION)/tree
 
-.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz fuzz-short fuzz-long fuzz-coverage memcheck clean
+.PHONY: print-slurm-version build-deps cli-release install install-slurmctld install-slurmd install-cli uninstall deb test-packages cluster-up cluster-down e2e e2e-prepare test-e2e demo-host setup plugins plugins-release lint test test-unit test-cli-standalone test-slurm demo bench-priority bench-submit fuzz fuzz-short fuzz-long fuzz-coverage memcheck clean
 
 ## build-deps: what building needs and nothing more (Slurm headers, libclang, the configured
 ## Slurm source tree): no daemon, no user; safe on a production controller
@@ -117,13 +117,26 @@ test-slurm: plugins
 	$(CARGO) build -p fairway-cli  # tests run `fairway explain` as a user
 	FAIRWAY_PLUGIN_DIR=$(CURDIR)/$(PLUGIN_ROOT)/test CARGO=$(CARGO) bash scripts/test-slurm.sh
 
-## test-e2e: the end-to-end suite on a docker cluster of each Slurm version, one at a time
+## test-e2e: the end-to-end suite on a docker cluster of each Slurm version, one at a time;
+## the E2E_COMPOSE_V2 versions under Docker Compose v2 (scripts/compose-v2.sh), the others
+## under whichever compose the machine has (v1 on bookworm), so both stay tested
 E2E_VERSIONS ?= 22.05 24.11 26.05
+E2E_COMPOSE_V2 ?= 26.05
 test-e2e: setup
-	for v in $(E2E_VERSIONS); do $(MAKE) --no-print-directory e2e SLURM=$$v; done
+	rc=0; for v in $(E2E_VERSIONS); do \
+	  case " $(E2E_COMPOSE_V2) " in *" $$v "*) export DOCKER_CONFIG=$$(bash scripts/compose-v2.sh) ;; *) unset DOCKER_CONFIG ;; esac; \
+	  $(MAKE) --no-print-directory e2e SLURM=$$v || rc=1; done; exit $$rc
 
-## test: every test
-test: lint test-unit fuzz-short test-cli-standalone test-slurm test-packages test-e2e
+## e2e-prepare: the images and plugins of every E2E_VERSIONS cluster, built without starting one
+e2e-prepare: setup
+	for v in $(E2E_VERSIONS); do bash docker/cluster.sh build $$v; done
+
+## test: every test. The host suites mostly wait on Slurm's timers, so the package test
+## and the e2e clusters' images and plugins are built beside them (scripts/side-by-side.sh).
+test: lint test-unit fuzz-short test-cli-standalone
+	bash scripts/side-by-side.sh '$(MAKE) --no-print-directory test-slurm' \
+	  '$(MAKE) --no-print-directory test-packages && $(MAKE) --no-print-directory e2e-prepare'
+	$(MAKE) --no-print-directory test-e2e
 
 ## demo: the docker cluster of $(SLURM) (24.11 by default) running a mix of AI jobs; left up
 demo: cluster-up

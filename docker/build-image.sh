@@ -14,6 +14,10 @@ if [ -z "${FAIRWAY_REBUILD:-}" ] && docker image inspect "$tag" >/dev/null 2>&1;
 fi
 pkgs="slurmctld slurmd slurmdbd slurm-client libslurm-dev munge mariadb-server mariadb-client"
 pkgs+=" procps iproute2 iputils-ping hostname ca-certificates python3 lua5.1 util-linux less"
+# PyTorch (CPU, Debian's 1.13 with torchrun) for the torchrun checkpoint e2e test, on the
+# 22.05 cluster only: about 90 s and 1 GB more per image, so not on all three. (Trixie's
+# 2.6 cannot run torchrun: examples/torchrun-training/README.md, "PyTorch builds".)
+[ "$suite" != bookworm ] || pkgs+=" python3-torch"
 root=$(mktemp -d /var/tmp/fairway-rootfs-$suite.XXXXXX)
 chmod 0755 "$root" # it becomes "/": services drop privileges inside
 log=/tmp/fairway-image-$suite.log

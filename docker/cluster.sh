@@ -1,12 +1,13 @@
 #!/bin/bash
 # The Fairway test cluster in docker, for one Slurm version.
 #   docker/cluster.sh up   [22.05|24.11|26.05]   build image and plugins, start, wait, bootstrap accounting
+#   docker/cluster.sh build [VERSION]            build image and plugins only (`up` then reuses them)
 #   docker/cluster.sh down [VERSION]
 #   docker/cluster.sh logs [VERSION]             every container's log
 # Everything generated lives in .cache/docker/<version>/; plugins are built per version
 # into target/plugins/<full version>/docker and never reach another version's cluster.
 set -euo pipefail
-cmd=${1:?usage: docker/cluster.sh up|down|logs [22.05|24.11|26.05]}
+cmd=${1:?usage: docker/cluster.sh up|build|down|logs [22.05|24.11|26.05]}
 ver=${2:-${SLURM:-24.11}}
 root=$(cd "$(dirname "$0")/.." && pwd)
 case $ver in
@@ -255,8 +256,9 @@ up)
     # From nothing: a cluster of this version left up (make demo, an interrupted run)
     # goes first, volumes included; its /shared would hold other users' slurm-N.out,
     # which the new cluster's job N cannot open (the job fails, exit code 0:53).
-    [ -z "$(compose ps -q 2>/dev/null)" ] || echo "cluster.sh: removing the $project cluster that was left up"
+    [ -z "$(compose ps -a -q 2>/dev/null)" ] || echo "cluster.sh: removing the $project cluster that was left up"
     compose down -v --remove-orphans >/dev/null 2>&1 || true
+    echo "cluster.sh: ${compose_cmd[*]}: $("${compose_cmd[@]}" version --short 2>/dev/null || "${compose_cmd[@]}" version | head -1)"
     bash "$root/docker/build-image.sh" "$suite"
     build_plugins
     gen_config
@@ -267,6 +269,10 @@ up)
     wait_until "four compute nodes idle" 180 nodes_idle
     echo "cluster.sh: Slurm $ver cluster $project up in $((SECONDS - start)) s"
     ;;
+build)
+    bash "$root/docker/build-image.sh" "$suite"
+    build_plugins
+    ;;
 down)
     compose down -v --remove-orphans >/dev/null 2>&1 || true
     echo "cluster.sh: $project down"
@@ -275,7 +281,7 @@ logs)
     logs 200
     ;;
 *)
-    echo "usage: docker/cluster.sh up|down|logs [VERSION]" >&2
+    echo "usage: docker/cluster.sh up|build|down|logs [VERSION]" >&2
     exit 2
     ;;
 esac

@@ -28,10 +28,11 @@ impl DockerCluster {
         Ok(c)
     }
 
-    /// The container of a compose service (docker-compose v1 and v2 name them differently).
+    /// The container of a compose service (docker-compose v1 and v2 name them differently),
+    /// running or stopped (v2's `ps` lists only running ones unless `-a`).
     pub fn container(&self, service: &str) -> Result<String> {
         let out = compose()
-            .args(["-p", &self.project, "-f", &compose_file(), "ps", "-q", service])
+            .args(["-p", &self.project, "-f", &compose_file(), "ps", "-a", "-q", service])
             .envs(compose_env())
             .output()
             .context("docker compose")?;

@@ -443,6 +443,97 @@ fn preemption_asks_a_gang_to_checkpoint_and_it_resumes_without_losing_steps() {
     cancel_all(&c);
 }
 
+/// The PyTorch example (`examples/torchrun-training`) as an ML engineer submits it (22.05):
+/// torchrun over two nodes, two ranks each, preempted by an urgent gang. The signal
+/// reaches all four ranks, rank 0 saves a real `torch.save` checkpoint and acknowledges
+/// with `fairway ckpt-done`, and the requeued job resumes from it on every rank; the final
+/// weights equal an uninterrupted run's, so no step was lost or done twice.
+#[test]
+#[ignore = "needs the docker cluster: make e2e"]
+fn preemption_checkpoints_a_torchrun_job_on_every_rank_and_it_resumes_where_it_stopped() {
+    let Some(c) = preempt_cluster() else { return };
+    // Debian's PyTorch is in the 22.05 cluster's image only (docker/build-image.sh).
+    let torch = c.exec("c1", &["python3", "-c", "import torch; print(torch.__version__)"]).unwrap();
+    if !torch.ok() {
+        assert_ne!(c.version, "22.05", "the 22.05 image has no PyTorch: {torch:?}");
+        eprintln!("no PyTorch in Slurm {}'s image (only 22.05's has it): nothing to test", c.version);
+        return;
+    }
+    let dir = "/shared/jobs/torchrun-ckpt";
+    let example = "/fairway/examples/torchrun-training";
+    assert!(c.cmd("rm", &["-rf", dir]).unwrap().ok());
+    const STEPS: usize = 60;
+    let settings = format!(
+        "--export=ALL,TRAIN_PY={example}/train.py,CKPT_DIR={dir},STEPS={STEPS},STEP_SECS=0.5,\
+         CKPT_EVERY=20,FAIRWAY_BIN=/usr/lib/fairway/bin/fairway"
+    );
+    // The example's own #SBATCH lines (2 nodes, scavenger, ckpt=10s), on the H100 nodes.
+    let victim = c
+        .sbatch("fw_carol", &["-p", "gpu", "--gres=gpu:h100:8", &settings, &format!("{example}/train.sbatch")])
+        .expect("torchrun job accepted");
+    c.wait_job(victim, &["RUNNING"], Duration::from_secs(60)).unwrap();
+    let v = show(&c, victim);
+    // job_submit/fairway gave it the site's checkpoint signal: the batch shell's, which
+    // the example passes on to the ranks.
+    assert_eq!((field(&v, "Requeue"), field(&v, "NodeList")), ("1".into(), "c[1-2]".into()), "{v}");
+    c.wait_for("the job is past its first checkpoint", Duration::from_secs(120), || {
+        Ok(lines(&c, &format!("{dir}/steps.log")).len() >= 25)
+    })
+    .unwrap();
+
+    let (urgent, waited) = urgent_gang(&c);
+    println!("urgent gang started {waited:.1} s after submission (the torchrun job acknowledged its checkpoint)");
+    assert_eq!(field(&show(&c, urgent), "NodeList"), "c[1-2]");
+    let v = show(&c, victim);
+    assert_eq!((field(&v, "JobState"), field(&v, "Restarts")), ("PENDING".into(), "1".into()), "{v}");
+    let log = lines(&c, &format!("{dir}/train.log")).join("\n");
+    for rank in 0..4 {
+        assert!(log.contains(&format!("rank={rank} SIGUSR1 received")), "rank {rank} got no signal:\n{log}");
+    }
+    let saved: usize = log
+        .lines()
+        .find_map(|l| l.split("SIGUSR1: checkpoint saved at step ").nth(1))
+        .and_then(|rest| rest.split(';').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("rank 0 saved no checkpoint on the signal:\n{log}"));
+    assert!((25..STEPS).contains(&saved), "checkpoint at step {saved}:\n{log}");
+    c.wait_for("the metrics count the acknowledgement", Duration::from_secs(60), || {
+        Ok(victims_that(&c, "acknowledged") >= 1)
+    })
+    .unwrap();
+
+    // Requeued, it starts again after the credential lifetime and the urgent job.
+    c.wait_job(victim, &["COMPLETED", "FAILED"], Duration::from_secs(300)).unwrap();
+    let log = lines(&c, &format!("{dir}/train.log")).join("\n");
+    for rank in 0..4 {
+        let resumed = format!("rank={rank} resumed at step {saved} (restart 1)");
+        assert!(log.contains(&resumed), "no '{resumed}':\n{log}");
+    }
+    assert!(log.contains(&format!("done steps={STEPS} restarts=1")), "{log}");
+    assert_eq!(c.job_state(victim).unwrap(), "COMPLETED", "{log}");
+    // Every step done exactly once: the checkpoint was taken at the step the ranks agreed on.
+    let steps: Vec<usize> = lines(&c, &format!("{dir}/steps.log")).iter().filter_map(|l| l.parse().ok()).collect();
+    assert_eq!(steps, (1..=STEPS).collect::<Vec<_>>());
+    // And the weights are an uninterrupted run's (same data per step, one process).
+    let reference = c
+        .exec(
+            "c1",
+            &[
+                "env",
+                &format!("CKPT_DIR={dir}"),
+                &format!("STEPS={STEPS}"),
+                "python3",
+                &format!("{example}/train.py"),
+                "--reference",
+                "4",
+            ],
+        )
+        .unwrap();
+    assert!(reference.ok(), "the resumed run's weights differ from an uninterrupted run's: {reference:?}");
+    println!("{}", reference.stdout.trim());
+    cancel_all(&c);
+}
+
 #[test]
 #[ignore = "needs the docker cluster: make e2e"]
 fn preemption_stops_a_job_that_never_acknowledges_at_the_end_of_its_grace() {

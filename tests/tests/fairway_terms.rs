@@ -115,7 +115,7 @@ fn site_factor_plugin_adds_the_terms_to_multifactor() {
             "PriorityCalcPeriod=1".into(),
         ],
         fairway_toml: Some(
-            "[priority]\nweight_deadline = 5000\ndeadline_qos = [\"high\"]\nmax_wait = \"1:00\"\n".into(),
+            "[priority]\nweight_deadline = 5000\ndeadline_qos = [\"high\"]\nmax_wait = \"0:30\"\n".into(),
         ),
         ..ClusterSpec::default()
     };
