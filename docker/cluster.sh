@@ -250,6 +250,12 @@ nodes_idle() {
 
 cid() { compose ps -q "$1"; }
 
+# The image and the plugins, all a cluster of this version needs before it starts.
+build() {
+    bash "$root/docker/build-image.sh" "$suite"
+    build_plugins
+}
+
 case $cmd in
 up)
     start=$SECONDS
@@ -258,9 +264,8 @@ up)
     # which the new cluster's job N cannot open (the job fails, exit code 0:53).
     [ -z "$(compose ps -a -q 2>/dev/null)" ] || echo "cluster.sh: removing the $project cluster that was left up"
     compose down -v --remove-orphans >/dev/null 2>&1 || true
-    echo "cluster.sh: ${compose_cmd[*]}: $("${compose_cmd[@]}" version --short 2>/dev/null || "${compose_cmd[@]}" version | head -1)"
-    bash "$root/docker/build-image.sh" "$suite"
-    build_plugins
+    echo "cluster.sh: ${compose_cmd[*]} $("${compose_cmd[@]}" version --short)"
+    build
     gen_config
     compose up -d --remove-orphans >/dev/null || fail "${compose_cmd[*]} up failed"
     wait_until "sacctmgr answers" 180 docker exec "$(cid login)" sacctmgr -n list cluster
@@ -270,8 +275,7 @@ up)
     echo "cluster.sh: Slurm $ver cluster $project up in $((SECONDS - start)) s"
     ;;
 build)
-    bash "$root/docker/build-image.sh" "$suite"
-    build_plugins
+    build
     ;;
 down)
     compose down -v --remove-orphans >/dev/null 2>&1 || true

@@ -473,8 +473,8 @@ fn preemption_checkpoints_a_torchrun_job_on_every_rank_and_it_resumes_where_it_s
         .expect("torchrun job accepted");
     c.wait_job(victim, &["RUNNING"], Duration::from_secs(60)).unwrap();
     let v = show(&c, victim);
-    // job_submit/fairway gave it the site's checkpoint signal: the batch shell's, which
-    // the example passes on to the ranks.
+    // job_submit/fairway made it requeueable (and gave it the site's `B:USR1`, which the
+    // example's batch shell passes on to the ranks).
     assert_eq!((field(&v, "Requeue"), field(&v, "NodeList")), ("1".into(), "c[1-2]".into()), "{v}");
     c.wait_for("the job is past its first checkpoint", Duration::from_secs(120), || {
         Ok(lines(&c, &format!("{dir}/steps.log")).len() >= 25)
