@@ -8,14 +8,21 @@
 # - The synthetic AI workload (5,000 jobs) at offered loads 0.6, 0.7, 0.8, 0.9 and 1.0, seeds
 #   1, 2 and 3: the node count is chosen per seed from the load it offers on 32 nodes.
 #
-# Configurations, each against multifactor and oracle SJF, with the simulator's multifactor
-# weights (fair share 10000, age 1000, job size 1000: the docker cluster's):
-# - shipped: config/fairway.gpu-cluster.toml's terms as the plugins read them
-#   (`--fairway-toml`: predicted work at weight 1000, no starvation bound);
-# - shipped + max_wait: the same with `max_wait = 2 days`, as that file had before;
-# - strong: predicted work at twice the fair-share weight (`fairway sim`'s default), no bound.
-# Fairway with every term off is multifactor itself (priority_parity and the equivalence
-# tests), so it needs no column. Predicted time limits (time=auto) are not simulated.
+# Configurations, each against stock multifactor (its own limits, no terms) and oracle SJF,
+# with the simulator's multifactor weights (fair share 10000, age 1000, job size 1000: the
+# docker cluster's):
+# - shipped: config/fairway.gpu-cluster.toml as the plugins read it (`--fairway-toml`):
+#   predicted work at weight 1000, max_wait 2 days (not for heavy users' jobs), and
+#   predicted limits for every job with history (`predicted_limits = "all_jobs"`, margin
+#   0.5, extended before they run out up to the job's own limit);
+# - shipped without predicted limits; shipped with max_wait lifting heavy users' jobs too
+#   (`max_wait_heavy_users`, the bound before); shipped with limits Slurm kills jobs at
+#   (time=auto's `on_request`, for every job);
+# - no terms + predicted limits: multifactor's priorities, with predicted limits;
+# - before: predicted work alone (the shipped config until this sweep);
+# - strong: predicted work at twice the fair-share weight, with max_wait and limits.
+# Fairway with every term off and no predicted limits is multifactor itself (priority_parity
+# and the equivalence tests), so it needs no column.
 #
 # One run of a workload says little about a policy: a change of a few priority points
 # anywhere reorders two jobs, and the waits of every job after them move (multifactor
@@ -43,10 +50,19 @@ F = os.environ["F"]
 NOISE = int(os.environ["NOISE"])
 JITTER = 10
 OPENB = ["--trace", "crates/trace/fixtures/openb_pod_list_default.csv", "--format", "openb"]
+LIMITS = ["--predicted-limits", "extend", "--limit-margin", "0.5"]
+# The first is the shipped config. Every config is paired, noise for noise, with stock
+# multifactor (its own limits, no terms), run on its own.
 CONFIGS = [
     ("shipped", ["--fairway-toml", "config/fairway.gpu-cluster.toml"]),
-    ("shipped + max_wait", ["--weight-predicted-work", "1000", "--max-wait", "172800"]),
-    ("strong", ["--weight-predicted-work", "20000", "--max-wait", "0"]),
+    ("shipped, no predicted limits", ["--weight-predicted-work", "1000", "--max-wait", "172800"]),
+    ("shipped, max_wait for heavy users too",
+     ["--weight-predicted-work", "1000", "--max-wait", "172800", "--max-wait-heavy-users"] + LIMITS),
+    ("shipped, limits killed at the prediction",
+     ["--weight-predicted-work", "1000", "--max-wait", "172800", "--predicted-limits", "kill", "--limit-margin", "0.5"]),
+    ("no terms + predicted limits", ["--weight-predicted-work", "0", "--max-wait", "0"] + LIMITS),
+    ("before: predicted work alone", ["--weight-predicted-work", "1000", "--max-wait", "0"]),
+    ("strong + max_wait + predicted limits", ["--weight-predicted-work", "20000", "--max-wait", "172800"] + LIMITS),
 ]
 if os.environ["WEIGHTS"]:
     CONFIGS = [(f"predicted work {w}", ["--weight-predicted-work", w, "--max-wait", "0"])
@@ -80,7 +96,7 @@ for seed in (1, 2, 3):
         cases.append((f"synthetic seed {seed}, load {load:.1f}", synth + ["--nodes", str(nodes)]))
 
 # Every run: (case, config or None for the baselines, noise draw).
-runs = [(c, None, 0) for c in range(len(cases))]
+runs = [(c, None, k) for c in range(len(cases)) for k in range(NOISE + 1)]
 runs += [(c, i, k) for c in range(len(cases)) for i in range(len(CONFIGS)) for k in range(NOISE + 1)]
 
 
@@ -88,8 +104,8 @@ def run(r):
     c, i, k = r
     args = cases[c][1] + noise(k)
     if i is None:
-        return sim(args, "multifactor,sjf-oracle")
-    return sim(args + CONFIGS[i][1], "multifactor,fairway")
+        return sim(args, "multifactor,sjf-oracle" if k == 0 else "multifactor")
+    return sim(args + CONFIGS[i][1], "fairway")
 
 
 with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
@@ -100,13 +116,13 @@ spreads = []
 for c, (name, _) in enumerate(cases):
     w, base = done[(c, None, 0)]
     m0, oracle = base["multifactor"], base["sjf-oracle"]
-    mf = [done[(c, 0, k)][1]["multifactor"] for k in range(1, NOISE + 1)]
+    mf = [done[(c, None, k)][1]["multifactor"] for k in range(1, NOISE + 1)]
     spread = [max(abs(x - 1.0) for x in col) for col in zip(*(ratios(m, m0) for m in mf))]
     spreads.append((name, spread))
     for i, (cname, _) in enumerate(CONFIGS):
-        paired = [ratios(done[(c, i, k)][1]["fairway"], done[(c, i, k)][1]["multifactor"]) for k in range(1, NOISE + 1)]
+        paired = [ratios(done[(c, i, k)][1]["fairway"], mf[k - 1]) for k in range(1, NOISE + 1)]
         med = [statistics.median(col) for col in zip(*paired)]
-        single = ratios(done[(c, i, 0)][1]["fairway"], done[(c, i, 0)][1]["multifactor"])
+        single = ratios(done[(c, i, 0)][1]["fairway"], m0)
         m_jct = statistics.median(m["mean_jct"] for m in mf)
         f_jct = statistics.median(done[(c, i, k)][1]["fairway"]["mean_jct"] for k in range(1, NOISE + 1))
         gain = (m_jct - oracle["mean_jct"]) / m_jct if m_jct else 0.0

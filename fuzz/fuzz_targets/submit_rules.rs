@@ -94,9 +94,16 @@ fuzz_target!(|i: Input| {
     let site = Site { partitions: cluster(), predict: &predict, now: 0 };
     let mode = if i.modify { Mode::Modify } else { Mode::Submit };
     if let Ok(o) = evaluate(&config().job_submit, &site, &req, mode) {
-        // A limit the user gave is never changed.
-        if req.time_limit.is_some() {
-            assert_eq!(o.job.time_limit, req.time_limit);
+        // A limit the user gave is never raised. The shipped config's predicted limits may
+        // shorten it for backfill's planning, and then record it as what the job's limit
+        // is extended back up to before it runs out.
+        if let Some(given) = req.time_limit {
+            let got = o.job.time_limit.expect("a given limit stays set");
+            assert!(got <= given, "limit raised from {given} to {got}");
+            if got < given {
+                let cap = o.job.admin_comment.as_deref().and_then(fairway_core::limits::recorded_cap);
+                assert_eq!(cap, Some(given), "a shortened limit must record the user's");
+            }
         }
     }
 });

@@ -247,3 +247,68 @@ fn site_factor_plugin_calibrates_time_auto_limits_too() {
     run_drifting_jobs(&c);
     c.stop().unwrap();
 }
+
+/// `[job_submit.time] predicted_limits = "extended"`: a `time=auto` job that outlives its
+/// predicted limit is not killed at it. priority/fairway extends the limit before it runs
+/// out (seen in scontrol while the job runs, logged, and in the accounting database) and
+/// the job completes. The same job submitted while the setting was `on_request` (time=auto
+/// as before) is killed at its predicted limit: what the extension saves.
+#[test]
+fn predicted_limits_are_extended_before_they_run_out() {
+    let toml = |mode: &str| {
+        format!(
+            "[predictor]\nmodel = \"model.json\"\n\n[job_submit.time]\nauto_margin = 0.5\n\
+             predicted_limits = \"{mode}\"\nmin_predicted_limit = \"1:00\"\n"
+        )
+    };
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec!["PriorityCalcPeriod=1".into()],
+        job_submit_plugins: vec!["fairway".into()],
+        fairway_toml: Some(toml("on_request")),
+        config_files: vec![("model.json".into(), model_json(20))],
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    // About 20 s predicted: a one-minute limit, for jobs that run 100 s.
+    let args = ["--comment=fairway: time=auto", "--wrap=sleep 100"];
+    let killed = c.sbatch("fw_alice", &[&["-J", "long-a"][..], &args].concat()).unwrap();
+    std::fs::write(c.slurm_conf().with_file_name("fairway.toml"), toml("extended")).unwrap();
+    // job_submit/fairway rereads an edited fairway.toml once it has been at rest a moment.
+    c.wait_until("job_submit/fairway reads the new fairway.toml", || {
+        let probe = c
+            .sbatch("fw_alice", &["-J", "probe", "--hold", "--comment=fairway: time=auto", "--wrap=true"])
+            .map_err(anyhow::Error::msg)?;
+        let extended = show(&c, probe).contains("fairway:extend_to");
+        c.cmd("scancel", &[&probe.to_string()])?;
+        Ok(extended)
+    })
+    .unwrap();
+    let out = c.run_as("fw_alice", "sbatch", &[&["--parsable", "-J", "long-b"][..], &args].concat()).unwrap();
+    assert!(out.ok(), "{out:?}");
+    eprint!("{}", out.stderr);
+    let kept: u32 = out.stdout.trim().parse().unwrap();
+    let shown = show(&c, kept);
+    assert_eq!(field(&shown, "TimeLimit"), "00:01:00", "{shown}");
+    assert!(field(&shown, "AdminComment").contains("fairway:extend_to=UNLIMITED"), "{shown}");
+    let shown = show(&c, killed);
+    assert_eq!(field(&shown, "TimeLimit"), "00:01:00", "{shown}");
+    assert!(!shown.contains("fairway:extend_to"), "{shown}");
+
+    c.wait_until("the predicted limit is extended", || Ok(minutes(&field(&show(&c, kept), "TimeLimit")) > 1)).unwrap();
+    let limit = field(&show(&c, kept), "TimeLimit");
+    eprintln!("job {kept}: limit 00:01:00 extended to {limit} while it runs");
+    let log = c.log("slurmctld");
+    assert!(log.contains(&format!("JobId={kept}: predicted time limit 1 min extended")), "{log}");
+    let end = ["COMPLETED", "TIMEOUT", "FAILED", "CANCELLED"];
+    assert_eq!(c.wait_job(killed, &end, Duration::from_secs(180)).unwrap(), "TIMEOUT");
+    assert_eq!(c.wait_job(kept, &end, Duration::from_secs(240)).unwrap(), "COMPLETED");
+    c.wait_until("the accounting database has the extended limit", || {
+        let out = c.cmd("sacct", &["-n", "-X", "-P", "-j", &kept.to_string(), "-o", "Timelimit"])?;
+        Ok(out.stdout.trim().split(':').nth(1).and_then(|m| m.parse::<u64>().ok()).is_some_and(|m| m > 1))
+    })
+    .unwrap();
+    let out =
+        c.cmd("sacct", &["-X", "-j", &format!("{killed},{kept}"), "-o", "JobID,JobName,State,Timelimit"]).unwrap();
+    eprint!("{}", out.stdout);
+    c.stop().unwrap();
+}

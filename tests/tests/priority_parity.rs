@@ -17,8 +17,12 @@ use fairway_core::Config;
 use fairway_tests::{Cluster, ClusterSpec, Slurm};
 use serde_json::Value;
 
+// max_wait_heavy_users: fw_alice is the heaviest user once the learned job ran, and the
+// replay wants every job starving (the default, which holds her back, is fairway_terms'; the
+// threshold is carried from pass to pass in the plugin, not in the record).
 const TOML: &str =
-    "[priority]\nweight_predicted_work = 1000\nweight_deadline = 2000\ndeadline_qos = [\"normal\"]\nmax_wait = \"0:20\"\n";
+    "[priority]\nweight_predicted_work = 1000\nweight_deadline = 2000\ndeadline_qos = [\"normal\"]\nmax_wait = \"0:20\"\n\
+     max_wait_heavy_users = true\n";
 
 /// A recorded pass: slurm.conf's weights, each job's input and decision, the jobs lifted
 /// first.

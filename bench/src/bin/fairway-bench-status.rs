@@ -36,7 +36,7 @@ fn main() {
         };
         let out = JobPriority {
             priority: id,
-            terms: Some(Terms { predicted_work: 0.5, deadline: 0.0, starving_for: None }),
+            terms: Some(Terms { predicted_work: 0.5, ..Terms::default() }),
             expected_runtime: Some(3_600),
             runtime_source: Some(RuntimeSource::LastRuns),
             ..JobPriority::default()

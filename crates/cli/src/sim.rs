@@ -13,7 +13,8 @@ use fairway_core::predict::LearnedPredictor;
 use fairway_core::preempt::PreemptConfig;
 use fairway_core::topology::Topology;
 use fairway_sim::{
-    Cluster, Jitter, Metrics, PlacementStats, Policy, PreemptStats, SimConfig, SimPreempt, Simulator, Workload,
+    Cluster, Jitter, LimitStats, Metrics, Overrun, PlacementStats, Policy, PredictedLimits, PreemptStats, SimConfig,
+    SimPreempt, Simulator, Workload,
 };
 use fairway_trace::synth::{self, SynthConfig};
 use fairway_trace::Format;
@@ -85,7 +86,7 @@ pub struct SimArgs {
     weight_predicted_work: Option<u32>,
     /// Take Fairway's terms from this fairway.toml's `[priority]` (weights, deadline_qos,
     /// max_wait), as the plugins read it: e.g. the shipped config/fairway.gpu-cluster.toml.
-    #[arg(long, conflicts_with_all = ["weight_predicted_work", "max_wait"])]
+    #[arg(long, conflicts_with_all = ["weight_predicted_work", "max_wait", "max_wait_heavy_users"])]
     fairway_toml: Option<PathBuf>,
     /// A learned run-time model (`fairway predict train`): Fairway predicts with it, as the
     /// plugins do with fairway.toml's `[predictor] model`, instead of the last two runs.
@@ -114,6 +115,24 @@ pub struct SimArgs {
     /// Fairway's max_wait (starvation bound): seconds or Slurm time syntax; 0 turns it off.
     #[arg(long, default_value = "2-00:00:00", value_parser = duration)]
     max_wait: u64,
+    /// Lift the starving jobs of users below the upper quartile of fair share of those
+    /// waiting too
+    /// (`[priority] max_wait_heavy_users`).
+    #[arg(long)]
+    max_wait_heavy_users: bool,
+    /// Give every job a `time=auto` limit, as job_submit/fairway does: its predicted run
+    /// time plus --limit-margin, at most its own limit. `extend`: a limit about to expire is
+    /// extended, up to the job's own (what priority/fairway does); `kill`: Slurm kills the
+    /// job at it and the user submits it again.
+    #[arg(long, value_parser = parse_overrun)]
+    predicted_limits: Option<Overrun>,
+    /// `[job_submit.time] auto_margin` for --predicted-limits.
+    #[arg(long, default_value_t = 0.2, requires = "predicted_limits")]
+    limit_margin: f64,
+    /// `[job_submit.time] min_predicted_limit` for --predicted-limits: seconds or Slurm
+    /// time syntax.
+    #[arg(long, default_value = "10:00", value_parser = duration, requires = "predicted_limits")]
+    min_predicted_limit: u64,
     /// PriorityDecayHalfLife: seconds or Slurm time syntax.
     #[arg(long, default_value = "7-00:00:00", value_parser = duration_u32)]
     half_life: u32,
@@ -179,6 +198,11 @@ struct Row {
     jobs_preempted: Option<u64>,
     lost_gpu_hours: Option<f64>,
     grace_gpu_hours: Option<f64>,
+    /// With --predicted-limits.
+    predicted_limits: Option<u64>,
+    limit_extensions: Option<u64>,
+    timeouts: Option<u64>,
+    timeout_lost_gpu_hours: Option<f64>,
 }
 
 impl Row {
@@ -188,6 +212,7 @@ impl Row {
         sim_seconds: f64,
         p: Option<PlacementStats>,
         q: Option<PreemptStats>,
+        l: Option<LimitStats>,
     ) -> Self {
         let share = |n: u64| p.map(|p| if p.multi_gpu == 0 { 0.0 } else { n as f64 / p.multi_gpu as f64 });
         Row {
@@ -203,7 +228,19 @@ impl Row {
             jobs_preempted: q.map(|q| q.jobs_preempted),
             lost_gpu_hours: q.map(|q| q.lost_gpu_seconds / 3600.0),
             grace_gpu_hours: q.map(|q| q.grace_gpu_seconds / 3600.0),
+            predicted_limits: l.map(|l| l.predicted),
+            limit_extensions: l.map(|l| l.extensions),
+            timeouts: l.map(|l| l.timeouts),
+            timeout_lost_gpu_hours: l.map(|l| l.lost_gpu_seconds / 3600.0),
         }
+    }
+}
+
+fn parse_overrun(s: &str) -> Result<Overrun, String> {
+    match s.trim() {
+        "extend" => Ok(Overrun::Extend),
+        "kill" => Ok(Overrun::Kill),
+        _ => Err(format!("`{s}` is not extend or kill")),
     }
 }
 
@@ -287,13 +324,29 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
         base.fairway.weight_predicted_work = w;
     }
     base.fairway.max_wait = (a.max_wait > 0).then_some(Seconds(a.max_wait));
+    base.fairway.max_wait_heavy_users = a.max_wait_heavy_users;
     if let Some(path) = &a.fairway_toml {
         let config = fairway_core::Config::load(path)
             .context(crate::Invalid("fairway.toml"))?
             .with_context(|| format!("{} does not exist", path.display()))?;
         base.fairway = config.priority;
+        // As job_submit/fairway sets limits: only `all_jobs` reaches jobs without a
+        // `time=auto` directive, which no trace has.
+        let t = &config.job_submit.time;
+        if t.predicted_limits == fairway_core::submit::config::PredictedLimits::AllJobs && a.predicted_limits.is_none()
+        {
+            base.predicted_limits = Some(PredictedLimits {
+                margin: t.auto_margin,
+                overrun: Overrun::Extend,
+                min_limit: t.min_predicted_limit.map_or(60, |s| s.0),
+            });
+        }
     }
     base.perfect_prediction = a.perfect_prediction;
+    if let Some(overrun) = a.predicted_limits {
+        base.predicted_limits =
+            Some(PredictedLimits { margin: a.limit_margin, overrun, min_limit: a.min_predicted_limit });
+    }
     base.jitter = (a.jitter > 0).then_some(Jitter { seed: a.jitter_seed, points: a.jitter });
     if !a.preempt.is_empty() {
         base.preempt = Some(SimPreempt {
@@ -361,7 +414,7 @@ pub fn sim(a: SimArgs) -> anyhow::Result<()> {
             wait.sort_by(f64::total_cmp);
             cdfs.push((policy, jct, wait));
         }
-        rows.push(Row::new(policy, result.metrics, secs, result.placement, result.preemption));
+        rows.push(Row::new(policy, result.metrics, secs, result.placement, result.preemption, result.limits));
     }
 
     if let Some(path) = &a.plot {

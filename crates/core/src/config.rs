@@ -158,6 +158,13 @@ pub struct PriorityConfig {
     /// Slurm time syntax (`2-00:00:00`); absent = no starvation bound.
     #[serde(default, deserialize_with = "slurm_time_opt")]
     pub max_wait: Option<Seconds>,
+    /// Lift the starving jobs of heavier users too: those whose fair-share factor is
+    /// below the upper quartile of the users with jobs pending
+    /// ([`crate::terms::LIFT_QUANTILE`]). Off
+    /// (the default), such a job waits where fair share puts it: its wait is fair share's
+    /// decision, and lifting it is what made the bound cost more than it saved under a
+    /// backlog (`bench/results/sim-sweep.md`).
+    pub max_wait_heavy_users: bool,
 }
 
 /// `[predictor]`: how runtime predictions are made and kept.

@@ -609,6 +609,12 @@ impl Explanation {
                     "\nstarvation bound: eligible for {waited} of max_wait's {max} ({} to go)",
                     Seconds(left)
                 ),
+                None if self.fairway_terms.as_ref().is_some_and(|t| t.held_by_fair_share) => writeln!(
+                    o,
+                    "\nstarvation bound: eligible for {waited}, past max_wait ({max}), but not lifted: its user's \
+                     fair-share factor is not among the lightest quarter of the users with jobs pending, and \
+                     max_wait lifts only theirs (fair share decides this wait)"
+                ),
                 None => writeln!(
                     o,
                     "\nstarving: eligible for {waited}, past max_wait ({max}): the longest-starving job of \
@@ -731,6 +737,30 @@ mod tests {
         assert!(text.contains("it goes first"), "{text}");
         let hidden = Explanation { fairway_terms: None, fairway_terms_note: Some("not readable here".into()), ..e };
         assert!(hidden.render().contains("Fairway's terms: not readable here"));
+    }
+
+    #[test]
+    fn the_starvation_bound_to_go_past_it_or_held_back_by_fair_share() {
+        let at = |waited, held_by_fair_share| {
+            Explanation {
+                starvation: Some(Starvation { max_wait: 3600, waited }),
+                fairway_terms: Some(JobTerms { id: 7, held_by_fair_share, ..JobTerms::default() }),
+                ..sample()
+            }
+            .render()
+        };
+        assert!(
+            at(600, false).contains("eligible for 10:00 of max_wait's 01:00:00 (50:00 to go)"),
+            "{}",
+            at(600, false)
+        );
+        assert!(at(7200, false).contains("starving: eligible for 02:00:00, past max_wait"));
+        let over = at(7200, true);
+        assert!(
+            over.contains("but not lifted: its user's fair-share factor is not among the lightest quarter"),
+            "{over}"
+        );
+        assert!(!over.contains("goes first"), "{over}");
     }
 
     #[test]

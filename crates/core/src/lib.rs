@@ -21,6 +21,7 @@
 //!   one input in, one decision out: what the plugins and the simulator call.
 //! - [`predict`]: run-time prediction: time limit, Tsafrir's last two with correction, and a
 //!   learned upper-quantile model, with a trace replay that scores them.
+//! - [`limits`]: `time=auto` limits from predicted run times, extended before they expire.
 //! - [`preempt`]: `preempt/fairway`'s policy: `preempt/qos` semantics, victim order and
 //!   choice, and grace times long enough for a declared checkpoint.
 //! - [`state_file`]: state files written whole (temp, fsync, rename) and private (0600).
@@ -36,6 +37,7 @@ pub mod dashboard;
 pub mod explain;
 pub mod fairshare;
 pub mod hostlist;
+pub mod limits;
 pub mod metrics;
 pub mod multifactor;
 pub mod predict;

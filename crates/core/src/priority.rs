@@ -66,6 +66,11 @@ pub struct TermsJob {
     /// The run time to assume when the caller already knows it (the simulator's cached
     /// or perfect predictions); `None` predicts it from `request`.
     pub expected_runtime: Option<u64>,
+    /// Its user's fair-share factor, for the starvation bound's threshold
+    /// ([`FirstStarving::holds_back`]) where the factors are not at hand
+    /// (`site_factor/fairway`); the priority route takes it from the factors.
+    #[serde(default)]
+    pub fairshare: Option<f64>,
 }
 
 /// `sprio`'s factors, weighted: what the plugin stores on the job for `sprio` to show.
@@ -294,8 +299,13 @@ impl<'p, 'a> Pass<'p, 'a> {
     /// The job's priority now (lifted if the last pass chose it); a starving job
     /// becomes a candidate to be lifted and to go first.
     pub fn job(&mut self, job: &JobInput) -> JobPriority {
-        let lift = self.first.lift(job.job_id).min(Lift::Lifted);
-        let out = self.policy.evaluate(job, lift);
+        let held =
+            job.terms.as_ref().is_some_and(|t| held_back(self.policy.terms, self.first, t.user, job.factors.fairshare));
+        let lift = if held { Lift::None } else { self.first.lift(job.job_id).min(Lift::Lifted) };
+        let mut out = self.policy.evaluate(job, lift);
+        if held {
+            out.terms.as_mut().map(hold);
+        }
         if let (Some(t), Some(s)) = (&job.terms, out.starving_for()) {
             self.first.note(&t.partition, t.user, job.job_id, s, || out.clone().first());
         }
@@ -418,6 +428,23 @@ impl State<SiteFactor> {
     }
 }
 
+/// Notes a pending job's user for the starvation bound's threshold, and says whether the job
+/// is held back from being lifted: a heavy user's, with `max_wait_heavy_users` off.
+fn held_back<P>(config: &PriorityConfig, first: &mut FirstStarving<P>, user: u32, fairshare: f64) -> bool {
+    if config.max_wait.is_none() || config.max_wait_heavy_users {
+        return false;
+    }
+    first.see(user, fairshare);
+    first.holds_back(fairshare)
+}
+
+/// A held-back job past `max_wait` is not starving, and says why.
+fn hold(t: &mut Terms) {
+    if t.starving_for.take().is_some() {
+        t.held_by_fair_share = true;
+    }
+}
+
 /// One pass of `site_factor/fairway` over the pending jobs: as [`Pass`], for the terms
 /// alone (added to the site factor that `priority/multifactor` sums).
 pub struct SitePass<'p, 'a> {
@@ -441,8 +468,12 @@ impl<'p, 'a> SitePass<'p, 'a> {
         current: u32,
         last: Option<(u32, i64)>,
     ) -> Option<SiteFactor> {
-        let lift = self.first.lift(id).min(Lift::Lifted);
-        let out = self.policy.site_factor(job, now, current, last, lift)?;
+        let held = job.fairshare.is_some_and(|fs| held_back(self.policy.terms, self.first, job.user, fs));
+        let lift = if held { Lift::None } else { self.first.lift(id).min(Lift::Lifted) };
+        let mut out = self.policy.site_factor(job, now, current, last, lift)?;
+        if held {
+            hold(&mut out.terms);
+        }
         if let Some(s) = out.terms.starving_for {
             let policy = self.policy;
             self.first.note(&job.partition, job.user, id, s, || {
@@ -648,7 +679,9 @@ mod tests {
     #[test]
     fn a_pass_lifts_one_job_per_partition_at_its_end() {
         let w = weights();
-        let c = PriorityConfig { max_wait: Some(Seconds(3600)), ..PriorityConfig::default() };
+        // Every user's jobs, the heavier ones' too (the threshold is the next test's).
+        let c =
+            PriorityConfig { max_wait: Some(Seconds(3600)), max_wait_heavy_users: true, ..PriorityConfig::default() };
         let p = Policy { weights: &w, terms: &c, history: None, model: None };
         let mut first = FirstStarving::default();
         let jobs = [job(1, 7200, 0.1), job(2, 9000, 0.1), job(3, 8000, 0.9), job(4, 60, 0.9)];
@@ -676,7 +709,9 @@ mod tests {
     #[test]
     fn a_users_flood_of_starving_jobs_is_lifted_one_at_a_time() {
         let w = weights();
-        let c = PriorityConfig { max_wait: Some(Seconds(3600)), ..PriorityConfig::default() };
+        // Job 4's user is the heaviest: lifted here only because heavy users are too.
+        let c =
+            PriorityConfig { max_wait: Some(Seconds(3600)), max_wait_heavy_users: true, ..PriorityConfig::default() };
         let p = Policy { weights: &w, terms: &c, history: None, model: None };
         let mut first = FirstStarving::default();
         let flood = |id: u32, waited: i64| {
@@ -696,6 +731,37 @@ mod tests {
         for flooded in &prio[1..3] {
             assert!(*flooded < STARVING_BASE && *flooded > prio[4], "only fair share and age order the rest");
         }
+    }
+
+    #[test]
+    fn heavy_users_starving_jobs_wait_where_fair_share_puts_them() {
+        let w = weights();
+        let c = PriorityConfig { max_wait: Some(Seconds(3600)), ..PriorityConfig::default() };
+        let p = Policy { weights: &w, terms: &c, history: None, model: None };
+        let mut first = FirstStarving::default();
+        let user = |mut j: JobInput, u: u32| {
+            j.terms.as_mut().unwrap().user = u;
+            j
+        };
+        // Three users; the heaviest (fair share 0.1) has starved longest.
+        let jobs = [user(job(1, 9000, 0.1), 1), user(job(2, 8000, 0.5), 2), user(job(3, 60, 0.9), 3)];
+        let pass = |first: &mut FirstStarving<JobPriority>| {
+            let mut pass = Pass::new(p, first);
+            let out: Vec<JobPriority> = jobs.iter().map(|j| pass.job(j)).collect();
+            (out, pass.finish())
+        };
+        let (out, chosen) = pass(&mut first);
+        assert_eq!(chosen[0].0, 1, "the first pass knows no threshold yet");
+        assert!(out[0].starving_for().is_some());
+        let (out, chosen) = pass(&mut first);
+        let t = out[0].terms.as_ref().unwrap();
+        assert!(t.starving_for.is_none() && t.held_by_fair_share, "below the threshold 0.5: held back");
+        assert!(out[0].priority < STARVING_BASE, "no longer lifted");
+        assert_eq!(chosen[0].0, 2, "the next user's starving job goes first instead");
+        assert_eq!((first.lift(1), first.lift(2)), (Lift::None, Lift::First));
+        let (out, _) = pass(&mut first);
+        assert!(out[1].priority >= STARVING_BASE && out[0].priority < STARVING_BASE);
+        assert!(!out[2].terms.as_ref().unwrap().held_by_fair_share, "not past max_wait: nothing to say");
     }
 
     #[test]

@@ -76,6 +76,10 @@ pub struct JobTerms {
     pub starving_for: Option<u64>,
     /// Whether it is the job that goes first in its partition.
     pub first: bool,
+    /// Eligible past `max_wait` but not lifted: a heavy user's
+    /// ([`crate::terms::Terms::held_by_fair_share`]).
+    #[serde(default)]
+    pub held_by_fair_share: bool,
 }
 
 /// Collects a pass's jobs as the pass reaches them. This runs for every pending job
@@ -102,6 +106,7 @@ struct Noted {
     runtime_source: Option<RuntimeSource>,
     starving_for: Option<u64>,
     first: bool,
+    held_by_fair_share: bool,
 }
 
 impl PassJobs {
@@ -131,6 +136,7 @@ impl PassJobs {
             runtime_source: out.runtime_source,
             starving_for: t.starving_for,
             first: false,
+            held_by_fair_share: t.held_by_fair_share,
         });
     }
 
@@ -162,6 +168,7 @@ impl PassJobs {
                 runtime_source: n.runtime_source,
                 starving_for: n.starving_for,
                 first: n.first,
+                held_by_fair_share: n.held_by_fair_share,
             })
             .collect();
         Status {
@@ -255,7 +262,7 @@ mod tests {
             ..JobInput::default()
         };
         let out = JobPriority {
-            terms: Some(Terms { predicted_work: pw, deadline: 0.0, starving_for: starving }),
+            terms: Some(Terms { predicted_work: pw, deadline: 0.0, starving_for: starving, held_by_fair_share: false }),
             expected_runtime: Some(3600),
             runtime_source: Some(RuntimeSource::LastRuns),
             ..JobPriority::default()

@@ -48,6 +48,8 @@ pub mod job;
 #[cfg(feature = "internal")]
 pub(crate) mod knobs;
 #[cfg(feature = "internal")]
+pub mod limits;
+#[cfg(feature = "internal")]
 pub mod list;
 #[cfg(feature = "internal")]
 pub(crate) mod locks;

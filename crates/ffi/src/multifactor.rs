@@ -421,6 +421,46 @@ impl JobRecord<'_> {
         }
     }
 
+    /// The fair-share factor of the job's association, as multifactor reads it: Fair
+    /// Tree's `fs_factor`, else the classic factor from its (or, with Fairshare=parent, its
+    /// parent's) effective usage and shares. 0 without an association.
+    pub(crate) fn fairshare_factor(&self, damping: u16) -> f64 {
+        let _locks = AssocReadLock::take();
+        // SAFETY: the lock is held just above.
+        unsafe { self.fairshare_factor_locked(damping) }
+    }
+
+    /// [`fairshare_factor`](Self::fairshare_factor) under assoc_mgr's read lock.
+    ///
+    /// # Safety
+    /// The caller holds assoc_mgr's association read lock (and the job lock).
+    unsafe fn fairshare_factor_locked(&self, damping: u16) -> f64 {
+        let j = self.raw();
+        // SAFETY: the association records are assoc_mgr's, kept alive and unchanged by the
+        // caller's read lock; the caller's job lock keeps `assoc_ptr` valid.
+        unsafe {
+            let Some(a) = j.assoc_ptr.as_ref() else { return 0.0 };
+            let Some(u) = a.usage.as_ref() else { return 0.0 };
+            if fair_tree() {
+                return u.fs_factor;
+            }
+            // Fairshare=parent takes the parent's values.
+            let fs = if a.shares_raw == sys::SLURMDB_FS_USE_PARENT && !u.fs_assoc_ptr.is_null() {
+                (*u.fs_assoc_ptr).usage.as_ref().unwrap_or(u)
+            } else {
+                u
+            };
+            let fs_ptr = if std::ptr::eq(fs, u) { j.assoc_ptr } else { u.fs_assoc_ptr };
+            let mut efctv = fairway_read_long_double(std::ptr::addr_of!(fs.usage_efctv).cast());
+            if (efctv - fairway_core::fairshare::NO_VAL).abs() < 1e-6 {
+                // As multifactor: compute a user's effective usage on demand.
+                crate::decay::set_assoc_usage(fs_ptr);
+                efctv = fairway_read_long_double(std::ptr::addr_of!(fs.usage_efctv).cast());
+            }
+            fairway_core::fairshare::classic_factor(efctv, fs.shares_norm, damping)
+        }
+    }
+
     /// The inputs of multifactor's factors for this job, read now.
     fn multifactor_input(&self, now: i64, tres_cnt: usize, damping: u16) -> JobInput {
         let j = self.raw();
@@ -464,24 +504,7 @@ impl JobRecord<'_> {
                 input.assoc_priority = a.priority;
                 if let Some(u) = a.usage.as_ref() {
                     input.assoc_priority_norm = u.priority_norm;
-                    input.fairshare = if fair_tree() {
-                        u.fs_factor
-                    } else {
-                        // Fairshare=parent takes the parent's values.
-                        let fs = if a.shares_raw == sys::SLURMDB_FS_USE_PARENT && !u.fs_assoc_ptr.is_null() {
-                            (*u.fs_assoc_ptr).usage.as_ref().unwrap_or(u)
-                        } else {
-                            u
-                        };
-                        let fs_ptr = if std::ptr::eq(fs, u) { j.assoc_ptr } else { u.fs_assoc_ptr };
-                        let mut efctv = fairway_read_long_double(std::ptr::addr_of!(fs.usage_efctv).cast());
-                        if (efctv - fairway_core::fairshare::NO_VAL).abs() < 1e-6 {
-                            // As multifactor: compute a user's effective usage on demand.
-                            crate::decay::set_assoc_usage(fs_ptr);
-                            efctv = fairway_read_long_double(std::ptr::addr_of!(fs.usage_efctv).cast());
-                        }
-                        fairway_core::fairshare::classic_factor(efctv, fs.shares_norm, damping)
-                    };
+                    input.fairshare = self.fairshare_factor_locked(damping);
                 }
             }
             if let Some(q) = j.qos_ptr.as_ref() {

@@ -115,6 +115,14 @@ impl JobRecord<'_> {
             gpus: self.gpus(),
             request: Some(self.prediction_request()),
             expected_runtime: None,
+            fairshare: None, // priority/fairway has the factors
         }
+    }
+
+    /// [`terms_job`](Self::terms_job) for site_factor/fairway, with the job's fair-share
+    /// factor, which the starvation bound's median needs and multifactor's factors would
+    /// otherwise give.
+    pub fn site_terms_job(&self) -> TermsJob {
+        TermsJob { fairshare: Some(self.fairshare_factor(crate::conf::fs_dampening_factor())), ..self.terms_job() }
     }
 }

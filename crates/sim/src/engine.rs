@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use fairway_core::fairshare::accrue::{self, RunningJob};
 use fairway_core::fairshare::{self, Assoc, AssocTree};
+use fairway_core::limits::{self, Overrun};
 use fairway_core::multifactor::{JobInput, NICE_OFFSET};
 use fairway_core::predict::{expected_runtime, LearnedPredictor, RuntimePredictor};
 use fairway_core::preempt::{preempt_prio, Candidate};
@@ -45,6 +46,21 @@ pub struct SimResult {
     pub placement: Option<PlacementStats>,
     /// Preemption, with [`SimConfig::preempt`].
     pub preemption: Option<PreemptStats>,
+    /// Predicted limits, with [`SimConfig::predicted_limits`].
+    pub limits: Option<LimitStats>,
+}
+
+/// What predicted time limits did ([`SimConfig::predicted_limits`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct LimitStats {
+    /// Jobs given a predicted limit (the others had no history yet: the usual limit).
+    pub predicted: u64,
+    /// Extensions of a limit about to expire ([`Overrun::Extend`]).
+    pub extensions: u64,
+    /// Runs killed at their predicted limit ([`Overrun::Kill`]), each submitted again.
+    pub timeouts: u64,
+    /// GPU-seconds of the killed runs: work done twice.
+    pub lost_gpu_seconds: f64,
 }
 
 /// A preemption whose victims are in their grace.
@@ -90,6 +106,12 @@ pub struct Simulator<'a> {
     total_free: u64,
     /// Running jobs by (start + limit, job).
     running: BTreeSet<(i64, usize)>,
+    /// Each job's time limit, seconds: its own, or a predicted one
+    /// ([`SimConfig::predicted_limits`]) while it is not extended to its own.
+    limit: Vec<u64>,
+    /// Predicted limits running out, by time ([`Overrun::Kill`]).
+    expiries: BinaryHeap<Reverse<(i64, usize)>>,
+    limit_stats: LimitStats,
     /// Running jobs by true end.
     ends: BinaryHeap<Reverse<(i64, usize)>>,
     alloc: Vec<Vec<(u32, u32)>>,
@@ -168,6 +190,9 @@ impl<'a> Simulator<'a> {
             free: cluster.nodes.clone(),
             total_free: cluster.total_gpus(),
             running: BTreeSet::new(),
+            limit: workload.jobs.iter().map(|j| j.limit).collect(),
+            expiries: BinaryHeap::new(),
+            limit_stats: LimitStats::default(),
             ends: BinaryHeap::new(),
             alloc: vec![Vec::new(); n],
             start: vec![None; n],
@@ -240,7 +265,7 @@ impl<'a> Simulator<'a> {
             min_cpus: job.gpus(),
             max_cpus: None,
             min_nodes: job.nodes,
-            time_limit: Some(job.limit.div_ceil(60).min(u64::from(u32::MAX)) as u32),
+            time_limit: Some(self.limit[j].div_ceil(60).min(u64::from(u32::MAX)) as u32),
             part_max_time: u32::MAX,
             cluster_cpus: self.total_gpus.min(u64::from(u32::MAX)) as u32,
             node_count: self.free.len() as u32,
@@ -268,6 +293,8 @@ impl<'a> Simulator<'a> {
     fn terms_job_with(&self, j: usize, expected_runtime: u64) -> TermsJob {
         let job = &self.w.jobs[j];
         TermsJob {
+            // The priority route reads the fair-share factor from multifactor's input.
+            fairshare: None,
             partition: String::new(),
             user: u32::try_from(job.user).unwrap_or(u32::MAX),
             eligible_since: job.submit,
@@ -285,11 +312,11 @@ impl<'a> Simulator<'a> {
         let version = if self.model.is_some() { self.history_version } else { self.key_version[job.key_id] };
         let version = (u64::from(self.penalty_epoch) << 32) | u64::from(version);
         match self.pred[j] {
-            _ if self.cfg.perfect_prediction => job.runtime.min(job.limit),
+            _ if self.cfg.perfect_prediction => job.runtime.min(self.limit[j]),
             Some((v, p)) if v == version => p,
             _ => {
-                let p =
-                    expected_runtime(&self.predictor, self.model, &job.request).map_or(job.limit, |p| p.min(job.limit));
+                let limit = self.limit[j];
+                let p = expected_runtime(&self.predictor, self.model, &job.request).map_or(limit, |p| p.min(limit));
                 self.pred[j] = Some((version, p));
                 p
             }
@@ -365,6 +392,9 @@ impl<'a> Simulator<'a> {
             if let Some(Reverse((t, _))) = self.releases.peek() {
                 now = now.min(*t);
             }
+            if let Some(Reverse((t, _))) = self.expiries.peek() {
+                now = now.min(*t);
+            }
             if busy {
                 now = now.min(next_tick);
             }
@@ -378,6 +408,15 @@ impl<'a> Simulator<'a> {
                 self.ends.pop();
                 if self.run_end[j] == Some(t) {
                     self.finish(j, now);
+                }
+            }
+            while let Some(&Reverse((t, j))) = self.expiries.peek() {
+                if t != now {
+                    break;
+                }
+                self.expiries.pop();
+                if self.run_end[j].is_some() && self.run_start[j] + self.limit[j] as i64 == t {
+                    self.time_out(j, now);
                 }
             }
             while let Some(&Reverse((t, j))) = self.releases.peek() {
@@ -395,6 +434,7 @@ impl<'a> Simulator<'a> {
                 }
             }
             while next_arrival < n && jobs[next_arrival].submit == now {
+                self.predict_limit(next_arrival);
                 self.arrive(next_arrival, now);
                 next_arrival += 1;
             }
@@ -426,6 +466,7 @@ impl<'a> Simulator<'a> {
             passes: self.passes,
             placement: self.placer.map(|p| p.stats),
             preemption: self.cfg.preempt.is_some().then_some(self.preempt_stats),
+            limits: self.cfg.predicted_limits.is_some().then_some(self.limit_stats),
         }
     }
 
@@ -437,6 +478,63 @@ impl<'a> Simulator<'a> {
         if let Some(a) = choose(&self.free, None, job.nodes, job.per_node) {
             self.pending.remove(pos);
             self.begin(j, now, a);
+        }
+    }
+
+    /// job_submit/fairway's `time=auto` at submission ([`SimConfig::predicted_limits`]):
+    /// the predicted run time plus the margin, capped by the job's own limit; the job's own
+    /// limit without a prediction.
+    fn predict_limit(&mut self, j: usize) {
+        let Some(cfg) = self.cfg.predicted_limits else { return };
+        let job = &self.w.jobs[j];
+        // As job_submit/fairway predicts: the model's upper quantile, else the last two runs.
+        let predicted = match self.model {
+            Some(m) => Some(m.predict(&self.predictor, &job.request)),
+            None => self.predictor.predict(&job.request.key, None),
+        };
+        if let Some(p) = predicted {
+            let cap = u32::try_from(job.limit / 60).unwrap_or(u32::MAX).max(1);
+            let floor = u32::try_from(cfg.min_limit.div_ceil(60)).unwrap_or(u32::MAX);
+            let minutes = limits::auto_limit_minutes(p, cfg.margin, Some(cap)).max(floor).min(cap);
+            self.limit[j] = (u64::from(minutes) * 60).min(job.limit);
+            self.limit_stats.predicted += 1;
+        }
+    }
+
+    /// A run reached its predicted limit ([`Overrun::Kill`]): Slurm ends it (`TIMEOUT`), and
+    /// its user submits it again with the limit it would have had (no checkpoint: it starts
+    /// over). Its wait still counts from the first submission.
+    fn time_out(&mut self, j: usize, now: i64) {
+        let job = &self.w.jobs[j];
+        self.limit_stats.timeouts += 1;
+        self.limit_stats.lost_gpu_seconds += (now - self.run_start[j]) as f64 * f64::from(job.gpus());
+        self.stop_run(j, now);
+        self.remaining[j] = job.runtime;
+        self.limit[j] = job.limit;
+        self.pred[j] = None;
+        self.arrive(j, now);
+    }
+
+    /// Before each pass's priorities, as priority/fairway's decay thread does
+    /// ([`Overrun::Extend`]): limits that would expire before the pass after next grow
+    /// ([`limits::extended_limit`]), up to the job's own.
+    fn extend_limits(&mut self, now: i64) {
+        if self.cfg.predicted_limits.is_none_or(|c| c.overrun != Overrun::Extend) {
+            return;
+        }
+        let period = self.cfg.calc_period.max(1) as u64;
+        let horizon = now.saturating_add(2 * period as i64);
+        let due: Vec<(i64, usize)> = self.running.range(..=(horizon, usize::MAX)).copied().collect();
+        for (end, j) in due {
+            let cap = u32::try_from(self.w.jobs[j].limit / 60).unwrap_or(u32::MAX).max(1);
+            let minutes = u32::try_from(self.limit[j] / 60).unwrap_or(u32::MAX);
+            if let Some(m) = limits::extended_limit(minutes, cap, self.run_start[j], now, period) {
+                let new = (u64::from(m) * 60).min(self.w.jobs[j].limit);
+                self.running.remove(&(end, j));
+                self.limit[j] = new;
+                self.running.insert((self.run_start[j] + new as i64, j));
+                self.limit_stats.extensions += 1;
+            }
         }
     }
 
@@ -459,7 +557,7 @@ impl<'a> Simulator<'a> {
             p.release(j);
         }
         self.total_free += u64::from(job.gpus());
-        self.running.remove(&(self.run_start[j] + job.limit as i64, j));
+        self.running.remove(&(self.run_start[j] + self.limit[j] as i64, j));
         self.run_end[j] = None;
         if self.grace[j].take().is_some() {
             self.in_grace -= 1;
@@ -611,7 +709,10 @@ impl<'a> Simulator<'a> {
         self.start[j].get_or_insert(now);
         self.run_start[j] = now;
         self.accounted[j] = now;
-        self.running.insert((now + job.limit as i64, j));
+        self.running.insert((now + self.limit[j] as i64, j));
+        if self.limit[j] < self.remaining[j] && self.cfg.predicted_limits.is_some_and(|c| c.overrun == Overrun::Kill) {
+            self.expiries.push(Reverse((now + self.limit[j] as i64, j)));
+        }
         let end = now + self.remaining[j] as i64;
         self.run_end[j] = Some(end);
         self.ends.push(Reverse((end, j)));
@@ -622,6 +723,7 @@ impl<'a> Simulator<'a> {
     /// A `PriorityCalcPeriod` pass: usage decay and accrual, Fair Tree, priorities; and a
     /// share-deviation sample while jobs wait.
     fn tick(&mut self, now: i64) {
+        self.extend_limits(now);
         if matches!(self.cfg.policy, Policy::Multifactor | Policy::Fairway) {
             self.decay_pass(now);
             // The plugin's pass: each job's priority, then the jobs that go first.
@@ -683,8 +785,8 @@ impl<'a> Simulator<'a> {
         let run = RunningJob {
             start_time: self.run_start[j],
             end_time: if at_end { now } else { 0 },
-            end_time_exp: Some(self.run_start[j].saturating_add(job.limit as i64)),
-            time_limit: job.limit.div_ceil(60).min(u64::from(u32::MAX)) as u32,
+            end_time_exp: Some(self.run_start[j].saturating_add(self.limit[j] as i64)),
+            time_limit: self.limit[j].div_ceil(60).min(u64::from(u32::MAX)) as u32,
             done: at_end,
             ..RunningJob::default()
         };
@@ -746,7 +848,7 @@ impl<'a> Simulator<'a> {
                     }
                 }
                 Some(r) => {
-                    let long = now + job.limit as i64 > r.shadow;
+                    let long = now + self.limit[j] as i64 > r.shadow;
                     if gpus > self.total_free
                         || failed.iter().any(|&(n, g, l)| n <= nodes && g <= per_node && (!l || long))
                     {

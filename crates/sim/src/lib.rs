@@ -8,6 +8,13 @@
 //! - **Jobs** come from [`fairway_trace::Job`] ([`Workload::prepare`]): submit time, true
 //!   run time, time limit, GPUs, nodes, user, account, name. A job runs for its true run time,
 //!   or is killed at its limit, as Slurm kills it.
+//! - **Predicted limits** (optional, [`SimConfig::predicted_limits`]): job_submit/fairway's
+//!   `time=auto` for every job with run history ([`fairway_core::limits`]): the limit is
+//!   the predicted run time plus a margin, at most the job's own, and backfill plans with
+//!   it. A job about to outlive it has it extended before the next pass, as
+//!   priority/fairway extends it ([`Overrun::Extend`]), up to its own limit; or is killed
+//!   at it and submitted again, starting over ([`Overrun::Kill`]: `time=auto` without
+//!   extension).
 //! - **Gang allocation**: a job on `n` nodes gets `g` GPUs on each of `n` distinct nodes,
 //!   all at once, or nothing ([`Workload::prepare`] explains how shapes are normalised).
 //!   Nodes are chosen best-fit (fewest free GPUs that suffice, then lowest index).
@@ -30,7 +37,8 @@
 //!     route ([`fairway_core::priority::Pass`]);
 //!   - `fairway`: the same, plus Fairway's terms (predicted GPU-time from
 //!     [`fairway_core::predict::RuntimePredictor`], which learns each job's run time when it
-//!     ends; and the starvation bound);
+//!     ends; and the starvation bound, for jobs of the lightest quarter of the users
+//!     waiting by fair-share factor);
 //!   - `sjf-oracle`: true run time × GPUs, smallest first (not realisable: it knows the future).
 //!
 //!   Ties go to the earlier submission, then the earlier job in the trace.
@@ -67,7 +75,8 @@ use fairway_core::config::{PriorityConfig, Seconds};
 use fairway_core::multifactor::Weights;
 use serde::Serialize;
 
-pub use engine::{priority_pass, JobOutcome, SimResult, Simulator};
+pub use engine::{priority_pass, JobOutcome, LimitStats, SimResult, Simulator};
+pub use fairway_core::limits::Overrun;
 pub use metrics::{jain, percentile, water_fill, Metrics};
 pub use placement::PlacementStats;
 pub use preemption::{PreemptStats, SimPreempt};
@@ -147,6 +156,20 @@ pub struct SimConfig {
     /// it tells a policy's effect from the butterfly effects any tiny change has on one
     /// job's wait (`bench/sim-sweep.sh`).
     pub jitter: Option<Jitter>,
+    /// `time=auto` for every job, as job_submit/fairway sets it: the limit is the predicted
+    /// run time plus a margin, at most the job's own; `None`: every job has its own limit.
+    pub predicted_limits: Option<PredictedLimits>,
+}
+
+/// Predicted time limits ([`SimConfig::predicted_limits`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PredictedLimits {
+    /// `[job_submit.time] auto_margin`: the limit is the prediction × (1 + margin).
+    pub margin: f64,
+    /// What happens to a job about to outlive its predicted limit.
+    pub overrun: Overrun,
+    /// `[job_submit.time] min_predicted_limit`, seconds: the shortest predicted limit.
+    pub min_limit: u64,
 }
 
 /// See [`SimConfig::jitter`].
@@ -204,6 +227,7 @@ impl Default for SimConfig {
             qos_priority: Vec::new(),
             perfect_prediction: false,
             jitter: None,
+            predicted_limits: None,
         }
     }
 }

@@ -152,6 +152,7 @@ pub fn check(config: &Config, slurm: &SlurmPriority) -> Vec<Finding> {
         }
     }
     check_job_submit(config, slurm, &mut say);
+    check_predicted_limits(config, slurm, &mut say);
     check_online_calibration(config, slurm, &mut say);
     if let Some(max_wait) = config.priority.max_wait {
         if max_wait.0 < slurm.calc_period {
@@ -166,6 +167,41 @@ pub fn check(config: &Config, slurm: &SlurmPriority) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// Extended predicted limits need priority/fairway's decay thread to extend them, in
+/// time: otherwise Slurm kills jobs at limits that were only ever meant for planning.
+fn check_predicted_limits(config: &Config, slurm: &SlurmPriority, say: &mut impl FnMut(Severity, String)) {
+    use crate::submit::config::PredictedLimits;
+    let t = &config.job_submit.time;
+    if t.predicted_limits == PredictedLimits::OnRequest {
+        return;
+    }
+    if slurm.priority_type != "priority/fairway" {
+        say(
+            Severity::Error,
+            format!(
+                "[job_submit.time] predicted_limits = \"{}\" needs PriorityType=priority/fairway, which extends \
+                 predicted limits before they run out; with PriorityType={} Slurm kills jobs at them: set \
+                 PriorityType=priority/fairway or predicted_limits = \"on_request\"",
+                if t.predicted_limits == PredictedLimits::AllJobs { "all_jobs" } else { "extended" },
+                slurm.priority_type
+            ),
+        );
+    }
+    let floor = t.min_predicted_limit.map_or(60, |s| s.0);
+    if floor < 2 * slurm.calc_period {
+        say(
+            Severity::Warning,
+            format!(
+                "[job_submit.time] min_predicted_limit ({floor} s) is under twice PriorityCalcPeriod ({} s): a \
+                 predicted limit can run out before the first pass after the job starts extends it; set \
+                 min_predicted_limit to at least {} s",
+                slurm.calc_period,
+                2 * slurm.calc_period
+            ),
+        );
+    }
 }
 
 /// The learned model's online calibration needs both ends: job_submit/fairway recording
@@ -266,6 +302,19 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(f[0].message.contains("deadline_qos is empty"), "{f:?}");
         assert!(check(&cfg("[priority]\nweight_deadline = 10\ndeadline_qos = [\"high\"]\n"), &s).is_empty());
+    }
+
+    #[test]
+    fn extended_predicted_limits_need_priority_fairway_and_a_floor_of_two_passes() {
+        let t = |extra: &str| cfg(&format!("[job_submit.time]\npredicted_limits = \"all_jobs\"\n{extra}"));
+        let mf = SlurmPriority::parse("PriorityType=priority/multifactor\n");
+        let f = check(&t(""), &mf);
+        assert!(f.iter().any(|f| f.severity == Severity::Error && f.message.contains("Slurm kills jobs")), "{f:?}");
+        let fw = SlurmPriority::parse("PriorityType=priority/fairway\n");
+        assert!(check(&t(""), &fw).is_empty(), "10 minutes is twice the default 5-minute period");
+        let f = check(&t("min_predicted_limit = \"5:00\"\n"), &fw);
+        assert!(f.iter().any(|f| f.message.contains("at least 600 s")), "{f:?}");
+        assert!(check(&cfg("[job_submit.time]\nauto_margin = 0.5\n"), &mf).is_empty(), "on_request: as before");
     }
 
     #[test]

@@ -168,12 +168,40 @@ pub struct TimeRules {
     pub auto_margin: f64,
     /// Record each job's runtime prediction in its admin comment.
     pub record_prediction: bool,
+    /// Which jobs get predicted limits, and whether they are extended before they expire.
+    pub predicted_limits: PredictedLimits,
+    /// The shortest limit that is extended later: priority/fairway extends limits once
+    /// per `PriorityCalcPeriod`, so a shorter one could run out before the first pass
+    /// after the job starts. At least twice PriorityCalcPeriod (check-config says so).
+    #[serde(deserialize_with = "crate::config::slurm_time_opt")]
+    pub min_predicted_limit: Option<Seconds>,
 }
 
 impl Default for TimeRules {
     fn default() -> Self {
-        Self { auto_margin: 0.2, record_prediction: false }
+        Self {
+            auto_margin: 0.2,
+            record_prediction: false,
+            predicted_limits: PredictedLimits::OnRequest,
+            min_predicted_limit: Some(Seconds(600)),
+        }
     }
+}
+
+/// `[job_submit.time] predicted_limits`: which jobs get a limit from their predicted run
+/// time, and what happens when one runs longer (`fairway_core::limits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PredictedLimits {
+    /// `time=auto` jobs without `--time`; Slurm kills a job at its predicted limit.
+    OnRequest,
+    /// `time=auto` jobs (with `--time` too, which becomes the most it may grow to); a
+    /// limit about to expire is extended by priority/fairway, up to the limit the job would
+    /// have had without `time=auto`: no job is killed earlier than without it.
+    Extended,
+    /// As `extended`, for every job with run history: backfill plans every such job with its
+    /// predicted run time, and each job keeps its own limit as the most it may run.
+    AllJobs,
 }
 
 fn positive_f64<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {

@@ -27,7 +27,7 @@ pub mod partitions;
 
 use std::fmt::Write as _;
 
-use self::config::{CpuBind, GpuType, JobSubmitConfig, WarnSignal};
+use self::config::{CpuBind, GpuType, JobSubmitConfig, PredictedLimits, WarnSignal};
 use self::directive::{Directive, Tier};
 use self::gres::GpuSpec;
 use self::partitions::Partitions;
@@ -756,14 +756,17 @@ fn time_limit(
         (Some(p), Some(l)) => Some(p.min(l)),
         (p, _) => p,
     };
-    if d.is_some_and(|d| d.time_auto) {
+    let asked = d.is_some_and(|d| d.time_auto);
+    let mode = cfg.time.predicted_limits;
+    if mode != PredictedLimits::OnRequest && (asked || mode == PredictedLimits::AllJobs) {
+        extended_limit(cfg, site, job, raw, asked, notes);
+    } else if asked {
         match (job.time_limit, raw) {
             (Some(_), _) => notes.push("time=auto ignored: --time was given".into()),
             (None, Some(p)) => {
-                let want = ((p as f64 * (1.0 + cfg.time.auto_margin.max(0.0))) / 60.0).ceil().max(1.0);
-                let want = want.min(f64::from(u32::MAX - 1)) as u32;
+                let want = crate::limits::auto_limit_minutes(p, cfg.time.auto_margin, None);
                 let cap = job.partitions(site).iter().filter_map(|p| site.partitions.max_time(p)).max();
-                let minutes = cap.map_or(want, |c| want.min(c));
+                let minutes = crate::limits::auto_limit_minutes(p, cfg.time.auto_margin, cap);
                 job.time_limit = Some(minutes);
                 notes.push(format!(
                     "--time={minutes} (minutes) from the predicted run time of {p} s plus {:.0}%{}",
@@ -779,6 +782,42 @@ fn time_limit(
         append_admin_comment(job, &format!("{RECORD}{}", predicted.map_or("unknown".into(), |p| p.to_string())));
     }
     predicted
+}
+
+/// A predicted limit that priority/fairway extends before it expires, up to the limit the
+/// job would have had without it (its `--time`, else the partition's MaxTime), which is
+/// recorded in its admin comment (`fairway_core::limits::record`).
+fn extended_limit(
+    cfg: &JobSubmitConfig,
+    site: &Site<'_>,
+    job: &mut JobRequest,
+    raw: Option<u64>,
+    asked: bool,
+    notes: &mut Vec<String>,
+) {
+    let Some(p) = raw else {
+        if asked {
+            notes.push("time=auto: no run history for this job yet; its own time limit applies".into());
+        }
+        return;
+    };
+    let cap = job
+        .time_limit
+        .or_else(|| job.partitions(site).iter().filter_map(|p| site.partitions.max_time(p)).max())
+        .unwrap_or(crate::limits::UNLIMITED);
+    let floor = cfg.time.min_predicted_limit.map_or(1, |s| s.0.div_ceil(60).min(u64::from(u32::MAX)) as u32);
+    let minutes = crate::limits::auto_limit_minutes(p, cfg.time.auto_margin, Some(cap)).max(floor);
+    if minutes >= cap {
+        return;
+    }
+    job.time_limit = Some(minutes);
+    append_admin_comment(job, &crate::limits::record(cap));
+    let most = if cap == crate::limits::UNLIMITED { "no limit".to_string() } else { format!("{cap} minutes") };
+    notes.push(format!(
+        "--time={minutes} (minutes) from the predicted run time of {p} s plus {:.0}%, extended before it \
+         runs out up to {most}",
+        cfg.time.auto_margin * 100.0
+    ));
 }
 
 /// How a job's predicted run time is recorded in its admin comment

@@ -296,6 +296,48 @@ fn time_auto_uses_the_prediction_capped_by_the_partition() {
 }
 
 #[test]
+fn extended_predicted_limits_record_what_they_may_grow_to() {
+    use crate::limits::{recorded_cap, UNLIMITED};
+    use crate::submit::config::PredictedLimits;
+    let p = parts();
+    let with = |mode, req: &JobRequest, predicted: Option<u64>| {
+        let mut c = cfg();
+        c.time.predicted_limits = mode;
+        c.time.min_predicted_limit = None;
+        evaluate(&c, &Site { partitions: &p, predict: &|_| predicted, now: 0 }, req, Mode::Submit).unwrap()
+    };
+    let auto = JobRequest { partition: Some("a100".into()), ..job("fairway: time=auto") };
+    // time=auto without --time: up to the partition's MaxTime (12 h).
+    let o = with(PredictedLimits::Extended, &auto, Some(3600));
+    assert_eq!(o.job.time_limit, Some(75));
+    assert_eq!(o.job.admin_comment.as_deref().and_then(recorded_cap), Some(720));
+    assert!(o.notes.iter().any(|n| n.contains("extended before it runs out up to 720 minutes")), "{:?}", o.notes);
+    // With --time, which is what it may grow to (on request it would be left alone).
+    let timed = JobRequest { time_limit: Some(300), ..auto.clone() };
+    let o = with(PredictedLimits::Extended, &timed, Some(600));
+    assert_eq!((o.job.time_limit, o.job.admin_comment.as_deref().and_then(recorded_cap)), (Some(13), Some(300)));
+    assert_eq!(with(PredictedLimits::OnRequest, &timed, Some(600)).job.time_limit, Some(300));
+    // A prediction at or over the cap changes nothing; no history changes nothing.
+    let o = with(PredictedLimits::Extended, &JobRequest { time_limit: Some(10), ..auto.clone() }, Some(600));
+    assert_eq!((o.job.time_limit, o.job.admin_comment.as_deref().and_then(recorded_cap)), (Some(10), None));
+    assert_eq!(with(PredictedLimits::Extended, &auto, None).job.time_limit, None);
+    // Every job with history under all_jobs; only time=auto jobs under extended.
+    let plain = JobRequest { partition: Some("a100".into()), time_limit: Some(600), ..job("") };
+    assert_eq!(with(PredictedLimits::AllJobs, &plain, Some(600)).job.time_limit, Some(13));
+    assert_eq!(with(PredictedLimits::Extended, &plain, Some(600)).job.time_limit, Some(600));
+    // A partition without MaxTime: no limit to grow to.
+    let p2 = Partitions::parse("PartitionName=open Default=YES MaxTime=UNLIMITED\n");
+    let mut c = cfg();
+    c.time.predicted_limits = PredictedLimits::AllJobs;
+    let o = evaluate(&c, &Site { partitions: &p2, predict: &|_| Some(60), now: 0 }, &job(""), Mode::Submit).unwrap();
+    assert_eq!((o.job.time_limit, o.job.admin_comment.as_deref().and_then(recorded_cap)), (Some(10), Some(UNLIMITED)));
+    // The shortest extended limit (10 minutes by default) outlasts a PriorityCalcPeriod.
+    c.time.min_predicted_limit = None;
+    let o = evaluate(&c, &Site { partitions: &p2, predict: &|_| Some(60), now: 0 }, &job(""), Mode::Submit).unwrap();
+    assert_eq!(o.job.time_limit, Some(2));
+}
+
+#[test]
 fn the_recorded_prediction_reads_back() {
     let req = JobRequest { partition: Some("a100".into()), ..job("fairway: time=auto") };
     let o = run_with(&req, &|_| Some(3600)).unwrap();

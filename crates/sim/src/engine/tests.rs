@@ -599,3 +599,37 @@ fn jitter_is_the_same_noise_for_every_policy_and_stays_within_its_points() {
         assert_eq!(JobInput { site_factor: a.site_factor, ..b }, a);
     }
 }
+
+/// One node of 4 GPUs. `a` runs 300 s and teaches the predictor; `b`, the same job, runs
+/// 3,000 s under a 1-day limit, and its predicted limit is 360 s (300 s + 20%). `wide`
+/// wants the whole node and comes last.
+fn predicted_limits_run(overrun: Overrun) -> (Workload, SimResult) {
+    let trace = vec![
+        job("a", 0, 300, 86_400, 1, 1, "u", "acct"),
+        job("b", 400, 3000, 86_400, 1, 1, "u", "acct"),
+        job("wide", 500, 100, 86_400, 4, 1, "v", "acct"),
+    ];
+    let cluster = Cluster::uniform(1, 4);
+    let w = Workload::prepare(&trace, &cluster, 86_400);
+    let limits = crate::PredictedLimits { margin: 0.2, overrun, min_limit: 60 };
+    let cfg = SimConfig { policy: Policy::Multifactor, predicted_limits: Some(limits), ..SimConfig::default() };
+    let r = Simulator::new(&w, &cluster, cfg).run(&mut |_| {});
+    (w, r)
+}
+
+#[test]
+fn predicted_limits_are_extended_or_kill_the_job_that_outlives_them() {
+    let (_, r) = predicted_limits_run(Overrun::Extend);
+    let stats = r.limits.unwrap();
+    assert_eq!((stats.predicted, stats.timeouts), (1, 0), "only b had history; nothing killed");
+    assert!(stats.extensions >= 3, "360 s doubled up to past 3,000 s: {stats:?}");
+    assert_eq!((r.outcomes[1].start, r.outcomes[1].end), (400, 3400), "b runs once, to its end");
+
+    let (_, r) = predicted_limits_run(Overrun::Kill);
+    let stats = r.limits.unwrap();
+    assert_eq!((stats.timeouts, stats.extensions), (1, 0));
+    assert_eq!(stats.lost_gpu_seconds, 360.0, "killed at 400 + 360 s, one GPU");
+    // Submitted again at 760 with its own limit, after `wide` (which waited for b's GPU).
+    assert!(r.outcomes[1].end >= 760 + 3000, "{:?}", r.outcomes[1]);
+    assert_eq!(r.outcomes[1].start, 400, "its wait counts from the first run");
+}

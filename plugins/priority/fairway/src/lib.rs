@@ -117,6 +117,9 @@ impl Priority for FairwayPriority {
     }
 
     fn after_decay_pass(&self, pass: &DecayPass) {
+        // Predicted limits grow before they run out: every job job_submit/fairway gave a
+        // record is owed it, even after a site turned the setting off.
+        fairway_ffi::limits::extend_running(fairway_ffi::plugin::unix_now(), pass.calc_period);
         self.terms.save_if_dirty();
         self.calibration.save_if_dirty();
         // A pass that set no priority (the first after a start) publishes no jobs.

@@ -70,7 +70,7 @@ impl SiteFactorPlugin for FairwaySiteFactor {
             return;
         }
         let last = self.added().get(&job.job_id()).copied();
-        if let Some(out) = state.site_factor(job.job_id(), &job.terms_job(), now, job.site_factor(), last) {
+        if let Some(out) = state.site_factor(job.job_id(), &job.site_terms_job(), now, job.site_factor(), last) {
             self.write(job, &out);
         }
     }
@@ -87,7 +87,7 @@ impl SiteFactorPlugin for FairwaySiteFactor {
                 }
                 if job.is_pending() && state.enabled() {
                     let last = self.added().get(&job.job_id()).copied();
-                    if let Some(out) = pass.job(job.job_id(), &job.terms_job(), now, job.site_factor(), last) {
+                    if let Some(out) = pass.job(job.job_id(), &job.site_terms_job(), now, job.site_factor(), last) {
                         self.write(job, &out);
                     }
                     live.insert(job.job_id());
