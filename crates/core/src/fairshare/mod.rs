@@ -28,7 +28,6 @@ pub fn classic_factor(usage_efctv: f64, shares_norm: f64, damping: u16) -> f64 {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
     use proptest::prelude::*;
 
