@@ -801,6 +801,10 @@ fn extended_limit(
         }
         return;
     };
+    // Slurm's NO_VAL is "not set", never a limit to grow to: leave such a request alone.
+    if job.time_limit == Some(crate::limits::UNLIMITED - 1) {
+        return;
+    }
     let cap = job
         .time_limit
         .or_else(|| job.partitions(site).iter().filter_map(|p| site.partitions.max_time(p)).max())

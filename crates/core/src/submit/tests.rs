@@ -325,6 +325,13 @@ fn extended_predicted_limits_record_what_they_may_grow_to() {
     let plain = JobRequest { partition: Some("a100".into()), time_limit: Some(600), ..job("") };
     assert_eq!(with(PredictedLimits::AllJobs, &plain, Some(600)).job.time_limit, Some(13));
     assert_eq!(with(PredictedLimits::Extended, &plain, Some(600)).job.time_limit, Some(600));
+    // Slurm's NO_VAL as a limit (never sent for a set --time) is left alone; INFINITE is
+    // what it may grow to.
+    let no_val = JobRequest { time_limit: Some(u32::MAX - 1), ..plain.clone() };
+    assert_eq!(with(PredictedLimits::AllJobs, &no_val, Some(600)).job.time_limit, Some(u32::MAX - 1));
+    let infinite = JobRequest { time_limit: Some(u32::MAX), ..plain.clone() };
+    let o = with(PredictedLimits::AllJobs, &infinite, Some(600));
+    assert_eq!((o.job.time_limit, o.job.admin_comment.as_deref().and_then(recorded_cap)), (Some(13), Some(UNLIMITED)));
     // A partition without MaxTime: no limit to grow to.
     let p2 = Partitions::parse("PartitionName=open Default=YES MaxTime=UNLIMITED\n");
     let mut c = cfg();
