@@ -51,6 +51,15 @@ pub fn auto_limit_minutes(predicted_secs: u64, margin: f64, cap: Option<u32>) ->
     cap.map_or(want, |c| want.min(c))
 }
 
+/// A predicted limit that will be extended later, in minutes: [`auto_limit_minutes`], at
+/// least `floor_secs` (rounded up to a minute); `None` when that is not below `cap`, the
+/// limit it may grow to (then the job keeps `cap`: nothing to plan with or extend).
+pub fn extendable_limit(predicted_secs: u64, margin: f64, floor_secs: u64, cap: u32) -> Option<u32> {
+    let floor = u32::try_from(floor_secs.div_ceil(60)).unwrap_or(u32::MAX);
+    let minutes = auto_limit_minutes(predicted_secs, margin, Some(cap)).max(floor);
+    (minutes < cap).then_some(minutes)
+}
+
 /// What is done with a job about to outlive its predicted limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -108,6 +117,15 @@ mod tests {
         assert_eq!(extended_limit(100, 100, 0, 5990, 60), None, "at the cap: Slurm's own limit");
         // A limit already passed (a pass was late) is extended past the next two passes.
         assert_eq!(extended_limit(1, 1000, 0, 600, 60), Some(13));
+    }
+
+    #[test]
+    fn an_extendable_limit_has_its_floor_and_stays_below_its_cap() {
+        assert_eq!(extendable_limit(3000, 0.2, 600, 720), Some(60));
+        assert_eq!(extendable_limit(60, 0.2, 600, 720), Some(10), "the floor");
+        assert_eq!(extendable_limit(60, 0.2, 0, 720), Some(2));
+        assert_eq!(extendable_limit(36_000, 0.2, 600, 720), None, "at the cap: keep the cap");
+        assert_eq!(extendable_limit(60, 0.2, 600, 10), None, "a floor at the cap");
     }
 
     #[test]

@@ -46,8 +46,8 @@ fn symbols() -> Option<&'static Symbols> {
     .as_ref()
 }
 
-/// What the decision reads of a running job: (job id, limit in minutes, the minute its
-/// limit counts from, the recorded cap).
+/// A running job's id and the new limit in minutes, when core's rule says its recorded
+/// predicted limit is due for an extension.
 fn due(job: &JobRecord<'_>, now: i64, period: u64) -> Option<(u32, u32)> {
     let raw = job.raw();
     if !job.is_running() || raw.preempt_time != 0 {

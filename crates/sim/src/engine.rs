@@ -492,11 +492,10 @@ impl<'a> Simulator<'a> {
             Some(m) => Some(m.predict(&self.predictor, &job.request)),
             None => self.predictor.predict(&job.request.key, None),
         };
-        if let Some(p) = predicted {
-            let cap = u32::try_from(job.limit / 60).unwrap_or(u32::MAX).max(1);
-            let floor = u32::try_from(cfg.min_limit.div_ceil(60)).unwrap_or(u32::MAX);
-            let minutes = limits::auto_limit_minutes(p, cfg.margin, Some(cap)).max(floor).min(cap);
-            self.limit[j] = (u64::from(minutes) * 60).min(job.limit);
+        if let Some(m) =
+            predicted.and_then(|p| limits::extendable_limit(p, cfg.margin, cfg.min_limit, limit_cap(job.limit)))
+        {
+            self.limit[j] = u64::from(m) * 60;
             self.limit_stats.predicted += 1;
         }
     }
@@ -526,9 +525,10 @@ impl<'a> Simulator<'a> {
         let horizon = now.saturating_add(2 * period as i64);
         let due: Vec<(i64, usize)> = self.running.range(..=(horizon, usize::MAX)).copied().collect();
         for (end, j) in due {
-            let cap = u32::try_from(self.w.jobs[j].limit / 60).unwrap_or(u32::MAX).max(1);
             let minutes = u32::try_from(self.limit[j] / 60).unwrap_or(u32::MAX);
-            if let Some(m) = limits::extended_limit(minutes, cap, self.run_start[j], now, period) {
+            if let Some(m) =
+                limits::extended_limit(minutes, limit_cap(self.w.jobs[j].limit), self.run_start[j], now, period)
+            {
                 let new = (u64::from(m) * 60).min(self.w.jobs[j].limit);
                 self.running.remove(&(end, j));
                 self.limit[j] = new;
@@ -931,6 +931,11 @@ impl<'a> Simulator<'a> {
         }
         Reservation { shadow, cap_long }
     }
+}
+
+/// A job's own limit (seconds) as the whole minutes its predicted limit may grow to.
+fn limit_cap(limit: u64) -> u32 {
+    u32::try_from(limit / 60).unwrap_or(u32::MAX).max(1)
 }
 
 /// Best fit: `nodes` distinct nodes with at least `per_node` GPUs available (in `free`,

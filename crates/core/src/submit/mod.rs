@@ -809,11 +809,8 @@ fn extended_limit(
         .time_limit
         .or_else(|| job.partitions(site).iter().filter_map(|p| site.partitions.max_time(p)).max())
         .unwrap_or(crate::limits::UNLIMITED);
-    let floor = cfg.time.min_predicted_limit.map_or(1, |s| s.0.div_ceil(60).min(u64::from(u32::MAX)) as u32);
-    let minutes = crate::limits::auto_limit_minutes(p, cfg.time.auto_margin, Some(cap)).max(floor);
-    if minutes >= cap {
-        return;
-    }
+    let floor = cfg.time.min_predicted_limit.map_or(0, |s| s.0);
+    let Some(minutes) = crate::limits::extendable_limit(p, cfg.time.auto_margin, floor, cap) else { return };
     job.time_limit = Some(minutes);
     append_admin_comment(job, &crate::limits::record(cap));
     let most = if cap == crate::limits::UNLIMITED { "no limit".to_string() } else { format!("{cap} minutes") };
