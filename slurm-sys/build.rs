@@ -156,6 +156,7 @@ fn main() {
             .allowlist_type("job_record_t|job_details|part_record_t|slurmctld_lock_t|lock_level_t")
             .allowlist_type("assoc_mgr_lock_t|priority_factors_request_msg_t|priority_factors_t|priority_mult_t")
             .allowlist_var("assoc_mgr_root_assoc|assoc_mgr_assoc_list|assoc_mgr_qos_list|g_user_assoc_count")
+            .allowlist_var("assoc_mgr_user_list")
             .allowlist_var("READ_LOCK|WRITE_LOCK|NO_LOCK|TRES_ARRAY_.*|ACCOUNTING_ENFORCE_LIMITS")
             // libslurmfull functions (present in every Slurm process, so safe to link
             // directly); slurmctld-only ones are looked up at run time instead.
@@ -165,7 +166,7 @@ fn main() {
             .allowlist_function("list_for_each_ro|list_count|list_create|list_append|list_destroy")
             .allowlist_function("slurm_copy_priority_factors_object|slurm_destroy_priority_factors_object")
             .allowlist_function("slurm_copy_priority_factors|slurm_destroy_priority_factors|xsize")
-            .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata")
+            .allowlist_function("assoc_mgr_is_user_acct_coord|slurm_mcs_get_privatedata|assoc_mgr_fill_in_user")
             .allowlist_function("assoc_mgr_find_tres_pos|slurm_get_tres_weight_array|list_sort|priority_sort_part_tier")
             // preempt/fairway
             .allowlist_type("job_queue_rec_t|slurm_preempt_data_type_t")

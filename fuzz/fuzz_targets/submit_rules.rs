@@ -64,6 +64,7 @@ fuzz_target!(|i: Input| {
         let _ = partitions::node_gpus(g);
     }
     let req = JobRequest {
+        default_account: None,
         user_id: 1000,
         account: Some("vision".into()),
         name: Some("train".into()),

@@ -363,11 +363,10 @@ fn checkpoint_signal_and_learned_time_limits() {
         Ok(saved.contains("nightly-eval"))
     })
     .unwrap();
-    let (id, err) = sbatch(
-        &c,
-        "fw_alice",
-        &["-A", "vision", "-J", "nightly-eval", "--comment=fairway: time=auto", "--hold", "--wrap=true"],
-    );
+    // Without -A: Slurm gives it fw_alice's default account (vision) after job_submit
+    // ran, and job_submit/fairway looks the same account up to find the run history.
+    let (id, err) =
+        sbatch(&c, "fw_alice", &["-J", "nightly-eval", "--comment=fairway: time=auto", "--hold", "--wrap=true"]);
     let j = show(&c, id.expect(&err));
     // About 2–3 s learned, plus 50%: the 1-minute floor.
     assert_eq!(field(&j, "TimeLimit"), "00:01:00", "{j}\n{err}");

@@ -72,18 +72,28 @@ pub enum Overrun {
     Kill,
 }
 
+/// Until when a pass at `now` must extend limits (a pass runs every `period` seconds): the
+/// next pass, and half a period more for its being late. No later: a limit extended
+/// early pushes back the reservation backfill planned around it, and every job
+/// backfilled into the gap that is still running at the next pass would be extended
+/// too, pushing it back again; a job that ends before the next pass is never extended.
+pub fn extension_horizon(now: i64, period: u64) -> i64 {
+    let period = period.max(1);
+    now.saturating_add((period + period / 2) as i64)
+}
+
 /// The new limit, in minutes, of a running job whose limit of `limit` minutes ends
-/// within two passes of `now` (a pass runs every `period` seconds, so the next one could
-/// be too late), when it may still grow (`cap` minutes); `None` to leave it.
+/// before the [`extension_horizon`] of a pass at `now`, when it may still grow (`cap`
+/// minutes); `None` to leave it.
 ///
-/// The limit doubles (and covers two passes from now at least): a job that outlives its
+/// The limit doubles (and covers the horizon at least): a job that outlives its
 /// prediction by a factor k is extended about log2(k) times, and the plan is never wrong
 /// by more than the doubling.
 pub fn extended_limit(limit: u32, cap: u32, start: i64, now: i64, period: u64) -> Option<u32> {
     if limit >= cap {
         return None;
     }
-    let horizon = now.saturating_add(2 * period.max(1) as i64);
+    let horizon = extension_horizon(now, period);
     let ends = start.saturating_add(i64::from(limit) * 60);
     if ends > horizon {
         return None;
@@ -109,13 +119,13 @@ mod tests {
     }
 
     #[test]
-    fn a_limit_is_extended_only_when_it_ends_before_the_pass_after_next() {
+    fn a_limit_is_extended_only_when_it_ends_before_the_next_pass_and_a_half() {
         // 10-minute limit, started at 0, passes every 60 s.
-        assert_eq!(extended_limit(10, 100, 0, 400, 60), None, "ends at 600, after 400 + 120");
-        assert_eq!(extended_limit(10, 100, 0, 480, 60), Some(20));
-        assert_eq!(extended_limit(60, 100, 0, 3500, 60), Some(100), "doubling stops at the cap");
+        assert_eq!(extended_limit(10, 100, 0, 500, 60), None, "ends at 600, after 500 + 90");
+        assert_eq!(extended_limit(10, 100, 0, 510, 60), Some(20));
+        assert_eq!(extended_limit(60, 100, 0, 3520, 60), Some(100), "doubling stops at the cap");
         assert_eq!(extended_limit(100, 100, 0, 5990, 60), None, "at the cap: Slurm's own limit");
-        // A limit already passed (a pass was late) is extended past the next two passes.
+        // A limit already passed (a pass was late) is extended past the horizon.
         assert_eq!(extended_limit(1, 1000, 0, 600, 60), Some(13));
     }
 
@@ -137,7 +147,7 @@ mod tests {
         assert_eq!(recorded_cap("fairway:extend_to=soon"), None);
         assert_eq!(recorded_cap("fairway:extend_to=0"), None);
         assert_eq!(recorded_cap("set by hand"), None);
-        assert_eq!(extended_limit(10, UNLIMITED, 0, 500, 60), Some(20));
+        assert_eq!(extended_limit(10, UNLIMITED, 0, 510, 60), Some(20));
     }
 
     proptest! {
@@ -149,7 +159,9 @@ mod tests {
             let cap = limit + extra;
             if let Some(l) = extended_limit(limit, cap, start, start + ran, period) {
                 prop_assert!(l > limit && l <= cap);
-                prop_assert!(l == cap || start + i64::from(l) * 60 > start + ran + 2 * period as i64);
+                prop_assert!(l == cap || start + i64::from(l) * 60 > extension_horizon(start + ran, period));
+                let next_pass = start + ran + period as i64;
+                prop_assert!(extension_horizon(start + ran, period) >= next_pass);
             }
         }
     }

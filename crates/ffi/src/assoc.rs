@@ -5,6 +5,7 @@
 //! [`set_assoc_usage`] and [`snapshot`]/[`write_back`], whose callers hold them.
 
 use std::collections::HashMap;
+use std::os::raw::c_int;
 
 use fairway_core::fairshare::{Assoc, AssocTree, ClassicMode};
 use slurm_sys as sys;
@@ -19,6 +20,34 @@ use crate::long_double::{fairway_read_long_double, fairway_scale_long_double, fa
 pub(crate) fn has_root() -> bool {
     // SAFETY: plain read of assoc_mgr's root pointer.
     !unsafe { std::ptr::addr_of!(sys::assoc_mgr_root_assoc).read() }.is_null()
+}
+
+/// The account Slurm gives a job of `uid` that names none: the user's default account in
+/// the association manager, as job_submit/lua offers it (`default_account`). `None`
+/// outside slurmctld, without slurmdbd's user list, or for a user it does not know.
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn default_account(uid: u32) -> Option<String> {
+    let ctld = crate::ctld::ctld()?;
+    let lock = sys::assoc_mgr_lock_t { user: sys::READ_LOCK, ..Default::default() };
+    with_assoc_mgr(lock, || {
+        // SAFETY: the user read lock is held, as `locked = true` wants, and the user list
+        // is checked first (a locked call does not load it; enforce 0 never asserts it).
+        // `user` is zeroed; Slurm only points its fields into its own record, and the
+        // account name is copied out before the lock is released.
+        unsafe {
+            if std::ptr::addr_of!(sys::assoc_mgr_user_list).read().is_null() {
+                return None;
+            }
+            let mut user: sys::slurmdb_user_rec_t = std::mem::zeroed();
+            user.uid = uid;
+            let rc = sys::assoc_mgr_fill_in_user(*ctld.acct_db_conn, &mut user, 0, std::ptr::null_mut(), true);
+            if rc != sys::SLURM_SUCCESS as c_int || user.default_acct.is_null() {
+                return None;
+            }
+            let acct = std::ffi::CStr::from_ptr(user.default_acct).to_string_lossy().into_owned();
+            (!acct.is_empty()).then_some(acct)
+        }
+    })
 }
 
 /// As multifactor's init: root's effective usage is 1.

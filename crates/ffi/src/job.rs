@@ -130,6 +130,7 @@ impl<'a> JobRecord<'a> {
         JobRequest {
             user_id: j.user_id,
             account: s(j.account),
+            default_account: None,
             name: s(j.name),
             comment: s(j.comment),
             extra: None,

@@ -515,14 +515,14 @@ impl<'a> Simulator<'a> {
     }
 
     /// Before each pass's priorities, as priority/fairway's decay thread does
-    /// ([`Overrun::Extend`]): limits that would expire before the pass after next grow
-    /// ([`limits::extended_limit`]), up to the job's own.
+    /// ([`Overrun::Extend`]): limits that would expire before the next pass (and a half)
+    /// grow ([`limits::extended_limit`]), up to the job's own.
     fn extend_limits(&mut self, now: i64) {
         if self.cfg.predicted_limits.is_none_or(|c| c.overrun != Overrun::Extend) {
             return;
         }
         let period = self.cfg.calc_period.max(1) as u64;
-        let horizon = now.saturating_add(2 * period as i64);
+        let horizon = limits::extension_horizon(now, period);
         let due: Vec<(i64, usize)> = self.running.range(..=(horizon, usize::MAX)).copied().collect();
         for (end, j) in due {
             let minutes = u32::try_from(self.limit[j] / 60).unwrap_or(u32::MAX);

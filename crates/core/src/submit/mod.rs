@@ -40,6 +40,10 @@ pub struct JobRequest {
     pub user_id: u32,
     /// `--account`.
     pub account: Option<String>,
+    /// The account Slurm gives the job when it names none: its user's default account
+    /// (read from slurmctld's association manager). Only the run-time history's key reads
+    /// it: the history learns a job under the account it ran in.
+    pub default_account: Option<String>,
     /// `--job-name`.
     pub name: Option<String>,
     /// `--comment`.
@@ -194,7 +198,7 @@ impl JobRequest {
     pub fn key(&self) -> JobKey {
         JobKey {
             user: self.user_id,
-            account: self.account.clone().unwrap_or_default(),
+            account: self.account.clone().or_else(|| self.default_account.clone()).unwrap_or_default(),
             name: self.name.clone().unwrap_or_default(),
             gpus: self.total_gpus(),
         }

@@ -296,6 +296,17 @@ fn time_auto_uses_the_prediction_capped_by_the_partition() {
 }
 
 #[test]
+fn a_job_that_names_no_account_is_predicted_under_its_users_default() {
+    let by_account = |r: &crate::predict::JobRequest| (r.key.account == "vision").then_some(600);
+    let req = JobRequest { account: None, default_account: Some("vision".into()), ..job("") };
+    assert_eq!(run_with(&req, &by_account).unwrap().predicted, Some(600));
+    // The account it names wins, and the rules leave the account as they found it.
+    let named = JobRequest { account: Some("nlp".into()), ..req.clone() };
+    assert_eq!(run_with(&named, &by_account).unwrap().predicted, None);
+    assert_eq!(run_with(&req, &by_account).unwrap().job.account, None);
+}
+
+#[test]
 fn extended_predicted_limits_record_what_they_may_grow_to() {
     use crate::limits::{recorded_cap, UNLIMITED};
     use crate::submit::config::PredictedLimits;

@@ -49,6 +49,18 @@ impl<'a> JobDesc<'a> {
     }
 }
 
+/// The user's default account, for a request that names no account (the key its run
+/// history is kept under); looked up in slurmctld only, where the association manager is
+/// (not in this crate's unit tests, which run without libslurmfull).
+fn default_account(d: &sys::job_desc_msg_t) -> Option<String> {
+    #[cfg(all(feature = "internal", not(test)))]
+    if d.account.is_null() {
+        return crate::assoc::default_account(d.user_id);
+    }
+    let _ = d;
+    None
+}
+
 /// Reads `job_desc` into the core's view of a request, for the submission rules.
 impl JobDesc<'_> {
     /// The fields the submission rules read.
@@ -60,6 +72,7 @@ impl JobDesc<'_> {
         JobRequest {
             user_id: d.user_id,
             account: s(d.account),
+            default_account: default_account(d),
             name: s(d.name),
             comment: s(d.comment),
             extra: s(d.extra),
