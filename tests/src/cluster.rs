@@ -188,10 +188,7 @@ impl Cluster {
 
         cluster.start_munge(&layout)?;
         cluster.start_mariadb()?;
-        cluster.spawn("slurmdbd", Command::new("slurmdbd").arg("-D"), "slurmdbd.log")?;
-        cluster.wait("slurmdbd", "sacctmgr answers", |c| {
-            c.cmd("sacctmgr", &["-n", "-P", "list", "cluster"])?.ok_or_err()
-        })?;
+        cluster.start_slurmdbd()?;
         cluster.bootstrap_accounting(spec)?;
         cluster.spawn("slurmctld", &mut cluster.slurmctld_command(), "slurmctld.log")?;
         cluster.wait("slurmctld", "scontrol ping says UP", |c| {
@@ -420,6 +417,32 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+
+    /// Starts slurmdbd on a new database and waits until it answers `sacctmgr`. Its first
+    /// start creates the tables, and now and then one of those queries comes back empty
+    /// from the MariaDB that has just started ("We should have gotten a result", then
+    /// "Unable to initialize accounting_storage/mysql": slurmdbd exits; seen in CI with
+    /// four clusters starting at once); started again, it finishes the tables. So a
+    /// slurmdbd that exits that way is started again, twice at most, saying so.
+    fn start_slurmdbd(&mut self) -> Result<()> {
+        const TRIES: u32 = 3;
+        for attempt in 1..=TRIES {
+            self.spawn("slurmdbd", Command::new("slurmdbd").arg("-D"), "slurmdbd.log")?;
+            let up = self.wait("slurmdbd", "sacctmgr answers", |c| {
+                c.cmd("sacctmgr", &["-n", "-P", "list", "cluster"])?.ok_or_err()
+            });
+            let Err(e) = up else { return Ok(()) };
+            let init_failed = !self.is_running("slurmdbd")
+                && fs::read_to_string(self.root.join("log/slurmdbd.stdio"))
+                    .is_ok_and(|l| l.contains("Unable to initialize accounting_storage"));
+            if !init_failed || attempt == TRIES {
+                return Err(e);
+            }
+            eprintln!("fairway-tests: slurmdbd failed creating its tables (start {attempt} of {TRIES}); again:\n{e:#}");
+            self.daemons.retain(|d| d.name != "slurmdbd");
+        }
+        unreachable!("the last try returns")
     }
 
     fn spawn(&mut self, name: &'static str, cmd: &mut Command, log: &str) -> Result<()> {
