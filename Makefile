@@ -138,10 +138,10 @@ test: lint test-unit fuzz-short
 	$(MAKE) --no-print-directory test-e2e E2E_VERSIONS="$(filter-out $(E2E_BESIDE),$(E2E_VERSIONS))"
 
 ## test-beside: what `make test` runs beside the host suites: the CLI without Slurm, the
-## packages, the E2E_BESIDE versions' e2e suites (a short one: 26.05 builds job_submit/fairway
-## only) and the other e2e clusters' images and plugins. Each step runs even if one before
-## it failed, so that one run reports them all.
-E2E_BESIDE ?= 26.05
+## packages, the E2E_BESIDE versions' e2e suites (their clusters mostly wait too; 26.05's is
+## short: it builds job_submit/fairway only) and the other e2e clusters' images and plugins.
+## Each step runs even if one before it failed, so that one run reports them all.
+E2E_BESIDE ?= 24.11 26.05
 test-beside:
 	rc=0; for t in test-cli-standalone test-packages; do $(MAKE) --no-print-directory $$t || rc=1; done; \
 	  $(MAKE) --no-print-directory test-e2e E2E_VERSIONS="$(filter $(E2E_BESIDE),$(E2E_VERSIONS))" || rc=1; \
