@@ -229,9 +229,7 @@ fn priorities_and_fair_share_equal_multifactors_on_the_same_state() {
     }
     let toml = c.read_file("ctld", FAIRWAY_TOML).unwrap();
     let _restore = Restore { c: &c, conf: &conf, toml: &toml };
-    for u in ["fw_alice", "fw_bob", "fw_carol", "fw_dave"] {
-        let _ = c.cmd("scancel", &["-u", u]);
-    }
+    cancel_users_jobs(&c);
     // A Fairshare=parent account whose one user has zero shares of its own.
     for args in [
         &["-i", "add", "account", "ops", "Parent=ml", "Cluster=fairway", "Fairshare=parent"][..],
@@ -412,15 +410,20 @@ fn starts(c: &DockerCluster, job: u32) -> Vec<(i64, String)> {
         .collect()
 }
 
-/// Cancels the test's jobs before its configuration is restored (declared after
-/// [`Restore`], so dropped first).
+/// Cancels every test user's jobs.
+fn cancel_users_jobs(c: &DockerCluster) {
+    for u in ["fw_alice", "fw_bob", "fw_carol", "fw_dave"] {
+        let _ = c.cmd("scancel", &["-u", u]);
+    }
+}
+
+/// Cancels the test's jobs and waits for an empty queue before its configuration is
+/// restored (declared after [`Restore`], so dropped first).
 struct CancelAll<'a>(&'a DockerCluster);
 
 impl Drop for CancelAll<'_> {
     fn drop(&mut self) {
-        for u in ["fw_alice", "fw_bob", "fw_carol", "fw_dave"] {
-            let _ = self.0.cmd("scancel", &["-u", u]);
-        }
+        cancel_users_jobs(self.0);
         let _ = self.0.wait_for("the queue is empty", Duration::from_secs(60), || {
             Ok(self.0.cmd("squeue", &["-h"])?.stdout.trim().is_empty())
         });
@@ -458,9 +461,7 @@ fn a_starving_large_job_starts_within_its_bound_while_backfill_keeps_the_gpus_bu
     );
     let _restore = Restore { c: &c, conf: &conf, toml: &toml };
     let _cancel = CancelAll(&c);
-    for u in ["fw_alice", "fw_bob", "fw_carol", "fw_dave"] {
-        let _ = c.cmd("scancel", &["-u", u]);
-    }
+    cancel_users_jobs(&c);
     // The stream's run history: two runs of 15 s, saved when slurmctld stops below.
     let history: Vec<u32> = (0..2).map(|_| c.sbatch("fw_alice", STREAM_JOB).unwrap()).collect();
     for j in history {

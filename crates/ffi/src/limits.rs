@@ -65,8 +65,8 @@ fn due(job: &JobRecord<'_>, now: i64, period: u64) -> Option<(u32, u32)> {
 
 /// Extends the limits of running jobs that would expire before the next pass, and half a
 /// period more (`fairway_core::limits::extension_horizon`; a pass runs every `period`
-/// seconds). Takes the job read lock to find them and the write
-/// lock only when one is due; call with no slurmctld lock held. Returns how many changed.
+/// seconds). Takes the job read lock to find them and the write lock only when one is
+/// due; call with no slurmctld lock held. Returns how many changed.
 pub fn extend_running(now: i64, period: u64) -> usize {
     let Some(ctld) = ctld() else { return 0 };
     let mut found = Vec::new();
