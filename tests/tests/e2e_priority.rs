@@ -363,6 +363,9 @@ const SHORT_MAX_WAIT: &str = "max_wait = \"0:05\"";
 /// for an extension.
 const SHORT_MIN_LIMIT: &str = "min_predicted_limit = \"2:00\"";
 
+/// The time limit of the job that holds one of the large job's GPUs past the lift.
+const HOLD_MINUTES: i64 = 8;
+
 /// The stream's jobs: 15 s on one GPU, asking for 10 minutes (given 2 once their run
 /// history predicts 15 s).
 const STREAM_JOB: &[&str] = &["-J", "fw-stream", "-p", "gpu", "--gres=gpu:1", "-t", "10", "--wrap=sleep 15"];
@@ -437,7 +440,7 @@ impl Drop for CancelAll<'_> {
 /// wait until the stream of 1,000 jobs ran dry (about ten minutes). Once it has waited
 /// `max_wait` the plugin lifts it above the stream (its user is not a heavy one), Slurm's
 /// backfill reserves the two H100 nodes for it, and it starts once the jobs on them end:
-/// by the time limit of the longest of them (a 4-minute job of another user), while
+/// by the time limit of the longest of them (an 8-minute job of another user), while
 /// backfill keeps starting the stream's jobs on the GPUs it does not need and, on its own
 /// nodes, those whose predicted limit (2 minutes, not their own 10) ends before the
 /// reservation. The stream's jobs name no account: their history is found under the
@@ -471,13 +474,22 @@ fn a_starving_large_job_starts_within_its_bound_while_backfill_keeps_the_gpus_bu
     c.write_file("ctld", SLURM_CONF, &with_quick_backfill(&conf)).unwrap();
     restart_ctld(&c, &priority_type);
 
-    // One H100 held for up to 4 minutes (it runs 90 s, past the lift, which comes at the
-    // first priority pass after max_wait: within 65 s): the large job's reservation
-    // cannot start before that job's limit, and backfill may fill its nodes until then.
+    // One H100 held for up to HOLD_MINUTES (it runs 2 minutes, well past the lift, which
+    // comes at the first priority pass after max_wait: within 65 s; the stream's jobs on
+    // c1/c2 end every 15 s or so, so several rounds of them can start in between): the
+    // large job's reservation cannot start before that job's limit, and backfill may fill
+    // its nodes until then.
+    // Backfill plans on a 60-s grid (bf_resolution): the reservation begins on the grid
+    // line before that limit, and a stream job fits before it only if its 2-minute limit,
+    // rounded up to the grid, ends by then. With a 4-minute hold that left 0 to 60 s
+    // after the lift, by the minute's phase (the test failed when no stream job ended
+    // on c1/c2 within it); 8 minutes leave over two minutes.
     // A name of its own, so that no earlier run's history predicts it a shorter limit.
     let name = format!("fw-hold-{}", ctld_clock(&c));
-    let long =
-        c.sbatch("fw_dave", &["-J", &name, "-p", "gpu", "--gres=gpu:h100:1", "-t", "4", "--wrap=sleep 90"]).unwrap();
+    let hold_limit = HOLD_MINUTES.to_string();
+    let long = c
+        .sbatch("fw_dave", &["-J", &name, "-p", "gpu", "--gres=gpu:h100:1", "-t", &hold_limit, "--wrap=sleep 120"])
+        .unwrap();
     c.wait_job(long, &["RUNNING"], Duration::from_secs(60)).unwrap();
     let large = c
         .sbatch("fw_bob", &["-p", "gpu", "-N", "2", "--gres=gpu:h100:8", "--nice=100000", "-t", "5", "--wrap=sleep 5"])
@@ -524,9 +536,9 @@ fn a_starving_large_job_starts_within_its_bound_while_backfill_keeps_the_gpus_bu
         }
     }
     eprintln!(
-        "Slurm {}: large job {large} submitted at +0 s, lifted by +{} s, started at +{} s (the 4-minute job \
-         on its nodes started at +{} s); {} of the stream's jobs started while it waited after the lift \
-         ({on_its_nodes} on c1/c2, {elsewhere} on c3/c4), {still_pending} still pending",
+        "Slurm {}: large job {large} submitted at +0 s, lifted by +{} s, started at +{} s (the \
+         {HOLD_MINUTES}-minute job on its nodes started at +{} s); {} of the stream's jobs started while it \
+         waited after the lift ({on_its_nodes} on c1/c2, {elsewhere} on c3/c4), {still_pending} still pending",
         c.version,
         lifted - submitted,
         large_start - submitted,
@@ -539,9 +551,9 @@ fn a_starving_large_job_starts_within_its_bound_while_backfill_keeps_the_gpus_bu
     // Within its bound: by the limit of the longest job on its nodes, plus a few
     // backfill cycles for slack.
     assert!(
-        large_start <= (long_start + 240).max(lifted) + 15,
+        large_start <= (long_start + HOLD_MINUTES * 60).max(lifted) + 15,
         "it started {} s after the limit of the job on its nodes:\n{shown}",
-        large_start - long_start - 240
+        large_start - long_start - HOLD_MINUTES * 60
     );
     // Backfill kept the GPUs busy meanwhile: the stream's jobs started on the A100 nodes
     // (the large job does not need them) and on its own, where their predicted limit
