@@ -99,7 +99,11 @@ fn deadline_starvation_and_learned_runtimes() {
     c.wait_until_within("fw_bob's next starving job goes first", lift, || Ok(squeue_priority(&c, relaxed) == FIRST))
         .unwrap();
     assert!(squeue_priority(&c, claimed) < LIFTED, "two of fw_bob's jobs lifted");
-    assert!(c.log("slurmctld").contains("Fairway terms"), "no per-job log under DebugFlags=Priority");
+    let log = c.log("slurmctld");
+    assert!(
+        log.lines().any(|l| l.contains("Fairway terms") && l.contains("job_id=")),
+        "no per-job log under DebugFlags=Priority"
+    );
 
     // The learned history was saved by a decay pass and holds the completed job.
     let history = std::fs::read_to_string(c.dir().join("state/fairway-predictor.json")).unwrap();
@@ -264,5 +268,42 @@ fn a_deadline_qos_charges_its_usage_factor_and_keeps_its_limits() {
     // (charged at 1, bob would be 10 off).
     assert!((bob - 2.0 * bob_ran).abs() <= 2.0, "UsageFactor=2 not charged: {bob} for {bob_ran} s");
     assert!((alice - alice_ran).abs() <= 2.0, "{alice} for {alice_ran} s");
+    c.stop().unwrap();
+}
+
+/// `scontrol reconfigure` re-reads fairway.toml's `[priority]`, as multifactor re-reads its
+/// weights from slurm.conf: a pending job's SITE follows the new weight from the next
+/// pass, and turning the terms off leaves multifactor's sum. (22.05; 24.05+ restarts
+/// slurmctld on reconfigure, which reads the file anew anyway.)
+#[test]
+fn scontrol_reconfigure_rereads_the_terms() {
+    let spec = ClusterSpec {
+        slurm_conf_extra: vec![
+            "PriorityCalcPeriod=1".into(),
+            "PriorityWeightAge=0".into(),
+            "PriorityWeightFairshare=0".into(),
+        ],
+        fairway_toml: Some("[priority]\nweight_predicted_work = 1000\n".into()),
+        ..ClusterSpec::default()
+    };
+    let c = Cluster::start(&spec).expect("cluster starts");
+    let out = c.cmd("scontrol", &["update", &format!("NodeName={}", c.node), "State=DRAIN", "Reason=t"]).unwrap();
+    assert!(out.ok(), "{out:?}");
+    // No history: ranked by its one-hour limit, the weight / (1 + 1).
+    let job = c.sbatch("fw_alice", &["-J", "reconf", "-t", "60", "--wrap=true"]).unwrap();
+    let site = || sprio_site_and_priority(&c, job).0;
+    c.wait_until_within("the first pass ranks the job", Duration::from_secs(90), || Ok(site() == 500)).unwrap();
+
+    let toml = c.dir().join("fairway.toml");
+    let reconfigure = |text: &str| {
+        std::fs::write(&toml, text).unwrap();
+        let out = c.cmd("scontrol", &["reconfigure"]).unwrap();
+        assert!(out.ok(), "{out:?}");
+    };
+    reconfigure("[priority]\nweight_predicted_work = 3000\n");
+    c.wait_until_within("the new weight applies", Duration::from_secs(150), || Ok(site() == 1500)).unwrap();
+    reconfigure("# no [priority]: Fairway's terms off\n");
+    c.wait_until_within("the terms are off", Duration::from_secs(150), || Ok(site() == 0)).unwrap();
+    assert!(c.log("slurmctld").contains("Fairway terms off"), "the reconfigure did not say the terms are off");
     c.stop().unwrap();
 }

@@ -326,7 +326,8 @@ impl<'p, 'a> Pass<'p, 'a> {
 /// Safe to share between slurmctld's threads. Lock order: a caller holding slurmctld's
 /// job lock may call any method (they take only these locks, never slurmctld's).
 pub struct State<P> {
-    terms: PriorityConfig,
+    /// Replaced whole on `scontrol reconfigure`; a pass keeps the one it started with.
+    terms: RwLock<Arc<PriorityConfig>>,
     history: Mutex<RuntimePredictor>,
     model: RwLock<Option<Arc<LearnedPredictor>>>,
     /// Whether the history changed since [`State::history_to_save`] last took it.
@@ -345,7 +346,7 @@ impl<P> State<P> {
     /// learned model if one is configured.
     pub fn new(terms: PriorityConfig, history: RuntimePredictor, model: Option<LearnedPredictor>) -> Self {
         Self {
-            terms,
+            terms: RwLock::new(Arc::new(terms)),
             history: Mutex::new(history),
             model: RwLock::new(model.map(Arc::new)),
             learned: AtomicBool::new(false),
@@ -353,23 +354,30 @@ impl<P> State<P> {
         }
     }
 
-    /// fairway.toml's `[priority]`.
-    pub fn terms(&self) -> &PriorityConfig {
-        &self.terms
+    /// fairway.toml's `[priority]`, as last loaded.
+    pub fn terms(&self) -> Arc<PriorityConfig> {
+        self.terms.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the terms (`scontrol reconfigure`): the next evaluation uses them; the
+    /// run-time history, the model and the jobs that go first are kept.
+    pub fn set_terms(&self, terms: PriorityConfig) {
+        *self.terms.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(terms);
     }
 
     /// Whether any of Fairway's terms is on (else a job's terms need not be read).
     pub fn enabled(&self) -> bool {
-        terms::any_enabled(&self.terms)
+        terms::any_enabled(&self.terms())
     }
 
     /// Runs `f` with the policy under `weights` and the jobs that go first: a whole pass
     /// or one job. The history is locked meanwhile, so no job end learns halfway through.
     pub fn with<R>(&self, weights: &Weights, f: impl FnOnce(Policy<'_>, &mut FirstStarving<P>) -> R) -> R {
         let model = self.model.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let terms = self.terms();
         let history = lock(&self.history);
         let mut first = lock(&self.first);
-        let policy = Policy { weights, terms: &self.terms, history: Some(&history), model: model.as_deref() };
+        let policy = Policy { weights, terms: &terms, history: Some(&history), model: model.as_deref() };
         f(policy, &mut first)
     }
 
@@ -781,6 +789,27 @@ mod tests {
         assert_eq!(state.evaluate(&w, &j).expected_runtime, Some(700));
         assert_eq!(state.history_to_save().map(|h| h.len()), Some(1));
         assert!(state.history_to_save().is_none(), "taken once");
+    }
+
+    #[test]
+    fn new_terms_apply_from_the_next_evaluation_and_keep_what_was_learned() {
+        let w = weights();
+        let state: State<JobPriority> = State::new(PriorityConfig::default(), RuntimePredictor::default(), None);
+        let key = predict::JobKey { user: 1, account: "a".into(), name: "n".into(), gpus: 4 };
+        let mut j = job(1, 60, 0.5);
+        let t = j.terms.as_mut().unwrap();
+        t.expected_runtime = None;
+        t.request = Some(JobRequest { key: key.clone(), time_limit: Some(7200), nodes: None, cpus: None, submit: 0 });
+        state.learn(&key, 600, Some(7200));
+        let before = state.evaluate(&w, &j);
+        assert!(!state.enabled() && before.terms.is_none(), "terms off: multifactor's sum");
+
+        state.set_terms(PriorityConfig { weight_predicted_work: 1000, ..PriorityConfig::default() });
+        let after = state.evaluate(&w, &j);
+        assert!(state.enabled());
+        assert_eq!(after.expected_runtime, Some(600), "the history learned before is kept");
+        assert!(after.priority > before.priority, "the bonus applies: {} -> {}", before.priority, after.priority);
+        assert_eq!(state.terms().weight_predicted_work, 1000);
     }
 
     #[test]

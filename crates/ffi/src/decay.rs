@@ -41,7 +41,7 @@ pub type Recompute = fn(&mut dyn FnMut(&mut Evaluate<'_>));
 pub type AfterPass = fn(&DecayPass);
 
 /// One decay pass, as the after-pass hook sees it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DecayPass {
     /// When it started, Unix seconds.
     pub started: i64,
@@ -50,6 +50,9 @@ pub struct DecayPass {
     pub seconds: f64,
     /// `PriorityCalcPeriod`, seconds.
     pub calc_period: u64,
+    /// The ids of the jobs running (or suspended) when usage was accrued; `None` when the
+    /// pass walked no jobs (the first, or a panic midway).
+    pub running: Option<Vec<u32>>,
 }
 
 /// The running decay thread; dropping it stops and joins the thread.
@@ -167,7 +170,8 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
         let wall = std::time::Instant::now();
         // A panic costs this pass, not the thread: the next pass runs as usual (a pass
         // that panicked midway may have charged part of its usage; it is not charged twice).
-        crate::guard("decay pass", (), || {
+        let running = crate::guard("decay pass", None, || {
+            let mut running = None;
             let prev = knobs;
             knobs = Knobs::read();
             reset.pass(ctld, knobs.reset_period, prev.reset_period != knobs.reset_period, start);
@@ -186,10 +190,11 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
                     ctld.with_job_write(|| {
                         let mut changed = false;
                         let jobs = ctld.jobs();
+                        let seen = running.insert(Vec::new());
                         // No assoc_mgr lock across this walk: usage accrual takes the write lock.
                         recompute(&mut |eval| {
                             walk_prefetched(&jobs, |j| {
-                                if decay_apply_new_usage(ctld, knobs, j, last_ran, start) {
+                                if accrue(ctld, knobs, j, last_ran, start, seen) {
                                     changed |= apply_weighted(knobs, j, start, eval);
                                 }
                             })
@@ -203,8 +208,9 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
                 // twice): no job can come or go in between, so both passes go over the job
                 // pointers collected once.
                 ctld.with_job_write(|| {
+                    let seen = running.insert(Vec::new());
                     let jobs = ctld.jobs_with(|j| {
-                        decay_apply_new_usage(ctld, knobs, j, last_ran, start);
+                        accrue(ctld, knobs, j, last_ran, start, seen);
                     });
                     crate::assoc::fair_tree_pass();
                     // assoc_mgr's association and QOS read locks once over the walk rather
@@ -216,6 +222,7 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
                     ctld.touch_jobs(changed);
                 });
             }
+            running
         });
         last_ran = start;
         LAST_RAN.store(last_ran, Ordering::Relaxed);
@@ -228,8 +235,12 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
             unsafe { sys::dump_assoc_mgr_state() };
         }
         write_state(last_ran, reset.last_reset());
-        let pass =
-            DecayPass { started: start, seconds: wall.elapsed().as_secs_f64(), calc_period: knobs.calc_period.into() };
+        let pass = DecayPass {
+            started: start,
+            seconds: wall.elapsed().as_secs_f64(),
+            calc_period: knobs.calc_period.into(),
+            running,
+        };
         crate::guard("decay pass hook", (), || after_pass(&pass));
 
         next += Duration::from_secs(u64::from(knobs.calc_period));
@@ -248,11 +259,25 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
     }
 }
 
+/// [`decay_apply_new_usage`], noting the ids of running jobs for the after-pass hook
+/// (which would otherwise read every job's state again to find them).
+fn accrue(ctld: &Ctld, k: Knobs, j: *mut sys::job_record_t, last_ran: i64, start: i64, running: &mut Vec<u32>) -> bool {
+    let more = decay_apply_new_usage(ctld, k, j, last_ran, start);
+    // SAFETY: a job of job_list under the job write lock.
+    if let Some(job) = unsafe { JobRecord::from_ptr(j) }.filter(|job| more && job.is_running()) {
+        running.push(job.job_id());
+    }
+    more
+}
+
 /// `decay_apply_weighted_factors` (job write lock held): whether the priority changed.
 fn apply_weighted(k: Knobs, j: *mut sys::job_record_t, start: i64, eval: &mut Evaluate<'_>) -> bool {
     // SAFETY: a job of job_list under the job write lock.
     let Some(mut job) = (unsafe { JobRecord::from_ptr(j) }) else { return false };
-    crate::plugin::inject_fault_marked(job.comment().as_deref(), "fairway-test:decay-panic");
+    // The comment is a cache miss per job: read only where the hook is built in.
+    if cfg!(feature = "fault-injection") {
+        crate::plugin::inject_fault_marked(job.comment().as_deref(), "fairway-test:decay-panic");
+    }
     let raw = job.raw();
     if raw.priority == 0 || raw.job_state & sys::JOB_POWER_UP_NODE != 0 || (!is_pending(raw) && !k.calculate_running())
     {

@@ -65,18 +65,27 @@ fn due(job: &JobRecord<'_>, now: i64, period: u64) -> Option<(u32, u32)> {
 
 /// Extends the limits of running jobs that would expire before the next pass, and half a
 /// period more (`fairway_core::limits::extension_horizon`; a pass runs every `period`
-/// seconds). Takes the job read lock to find them and the write lock only when one is
-/// due; call with no slurmctld lock held. Returns how many changed.
-pub fn extend_running(now: i64, period: u64) -> usize {
+/// seconds). `running` are the ids of the jobs the pass found running (its accrual walk
+/// notes them), looked up by id; `None` (a pass that did not walk the jobs) reads every
+/// job instead, a cache miss each on a long queue. Takes the job read lock to find them
+/// and the write lock only when one is due; call with no slurmctld lock held. Returns
+/// how many changed.
+pub fn extend_running(now: i64, period: u64, running: Option<&[u32]>) -> usize {
     let Some(ctld) = ctld() else { return 0 };
     let mut found = Vec::new();
     ctld.with_job_read(|| {
-        ctld.for_each_job(|p| {
-            // SAFETY: job_list's records are live under the job lock.
+        let mut note = |p: *mut sys::job_record_t| {
+            // SAFETY: a record of job_list (or NULL) under the job lock.
             if let Some(job) = unsafe { JobRecord::from_ptr(p) } {
                 found.extend(due(&job, now, period));
             }
-        })
+        };
+        match running {
+            // SAFETY: slurmctld's `find_job_record` under the job lock: a live record or
+            // NULL (a job purged since the pass).
+            Some(ids) => ids.iter().for_each(|&id| note(unsafe { (ctld.find_job)(id) })),
+            None => ctld.for_each_job(note),
+        }
     });
     if found.is_empty() {
         return 0;

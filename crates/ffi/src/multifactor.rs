@@ -381,6 +381,14 @@ impl JobRecord<'_> {
     /// `with_terms`: Fairway's terms are on, so their inputs are read too.
     pub fn priority_input(&mut self, knobs: &Knobs, now: i64, with_terms: bool) -> priority::JobInput {
         let job_id = self.job_id();
+        priority::JobInput { job_id, ..self.pass_input(knobs, now, with_terms) }
+    }
+
+    /// [`priority_input`](Self::priority_input) in a pass over every pending job: the job
+    /// id, a cache line no factor reads, only where something keys on it (the terms'
+    /// starvation lift, the test builds' pass record); else 0.
+    pub fn pass_input(&mut self, knobs: &Knobs, now: i64, with_terms: bool) -> priority::JobInput {
+        let job_id = if with_terms || cfg!(feature = "fault-injection") { self.job_id() } else { 0 };
         if self.direct_set_prio() && self.priority() > 0 {
             return priority::JobInput { job_id, admin_priority: Some(self.priority()), ..Default::default() };
         }

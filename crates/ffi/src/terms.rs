@@ -41,16 +41,8 @@ impl<P> TermsState<P> {
             None
         };
         let state = State::new(config.priority.clone(), history, model);
-        if in_slurmctld && state.enabled() {
-            let p = state.terms();
-            tracing::info!(
-                "Fairway terms: weight_predicted_work={} weight_deadline={} (deadline_qos {:?}) max_wait={:?}s; runtime history for {} job keys",
-                p.weight_predicted_work,
-                p.weight_deadline,
-                p.deadline_qos,
-                p.max_wait.map(|s| s.0),
-                state.history_len()
-            );
+        if in_slurmctld {
+            log_terms(&state);
         }
         Self { state, path }
     }
@@ -61,11 +53,20 @@ impl<P> TermsState<P> {
     }
 
     /// `scontrol reconfigure` (22.05; 24.05+ restarts slurmctld instead): re-reads
-    /// fairway.toml's `[predictor] model`. An unreadable file or model leaves the one in
-    /// use, and says why.
+    /// fairway.toml's `[priority]` terms and `[predictor] model`, as multifactor re-reads
+    /// its weights; the run-time history is kept. An unreadable file leaves both in use,
+    /// an unreadable model the one loaded before, and says why.
     pub fn reconfigure(&self) {
-        let loaded = crate::conf::load().map_err(|e| e.to_string()).and_then(|c| crate::conf::learned_model(&c));
-        match loaded {
+        let config = match crate::conf::load() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("{e}; keeping the terms and run-time model in use");
+                return;
+            }
+        };
+        self.state.set_terms(config.priority.clone());
+        log_terms(&self.state);
+        match crate::conf::learned_model(&config) {
             Ok(m) => self.state.set_model(m),
             Err(e) => tracing::error!(
                 "{e}; keeping the {}",
@@ -95,6 +96,23 @@ impl<P> TermsState<P> {
             std::thread::spawn(move || save(&history, &path));
         }
     }
+}
+
+/// Says which terms are on, or that none is.
+fn log_terms<P>(state: &State<P>) {
+    if !state.enabled() {
+        tracing::info!("Fairway terms off ([priority] sets none): priorities are multifactor's");
+        return;
+    }
+    let p = state.terms();
+    tracing::info!(
+        "Fairway terms: weight_predicted_work={} weight_deadline={} (deadline_qos {:?}) max_wait={:?}s; runtime history for {} job keys",
+        p.weight_predicted_work,
+        p.weight_deadline,
+        p.deadline_qos,
+        p.max_wait.map(|s| s.0),
+        state.history_len()
+    );
 }
 
 fn save(history: &RuntimePredictor, path: &std::path::Path) {

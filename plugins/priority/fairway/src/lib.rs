@@ -85,8 +85,9 @@ impl Priority for FairwayPriority {
             let mut record = PassRecord::new(&knobs.weights, first);
             let mut pass = Pass::new(policy, first);
             let (mut published, mut count) = (PassJobs::new(policy.terms), 0);
+            let with_terms = fairway_core::terms::any_enabled(policy.terms);
             walk(&mut |job, now| {
-                let input = job.priority_input(&knobs, now, state.enabled());
+                let input = job.pass_input(&knobs, now, with_terms);
                 let out = pass.job(&input);
                 job.write_priority(&out, knobs.incr_only());
                 record.job(&input, &out);
@@ -119,7 +120,7 @@ impl Priority for FairwayPriority {
     fn after_decay_pass(&self, pass: &DecayPass) {
         // Predicted limits grow before they run out: every job job_submit/fairway gave a
         // record is owed it, even after a site turned the setting off.
-        fairway_ffi::limits::extend_running(fairway_ffi::plugin::unix_now(), pass.calc_period);
+        fairway_ffi::limits::extend_running(fairway_ffi::plugin::unix_now(), pass.calc_period, pass.running.as_deref());
         self.terms.save_if_dirty();
         self.calibration.save_if_dirty();
         // A pass that set no priority (the first after a start) publishes no jobs.
@@ -128,12 +129,9 @@ impl Priority for FairwayPriority {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
-            .unwrap_or_else(|| (PassJobs::new(self.terms.state().terms()), 0));
-        let pass = *pass;
-        fairway_ffi::status::publish(
-            &self.publisher,
-            Box::new(move || jobs.status(pass.started, pass.seconds, count, pass.calc_period)),
-        );
+            .unwrap_or_else(|| (PassJobs::new(&self.terms.state().terms()), 0));
+        let (started, seconds, period) = (pass.started, pass.seconds, pass.calc_period);
+        fairway_ffi::status::publish(&self.publisher, Box::new(move || jobs.status(started, seconds, count, period)));
     }
 
     fn fini(&self) {

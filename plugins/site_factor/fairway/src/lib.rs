@@ -78,6 +78,7 @@ impl SiteFactorPlugin for FairwaySiteFactor {
     fn update(&self, now: i64) {
         let since = self.last_update.swap(now, Ordering::Relaxed);
         let state = self.terms.state();
+        let enabled = state.enabled();
         let mut live = HashSet::new();
         let mut ended = Vec::new();
         state.site_pass(|mut pass| {
@@ -85,7 +86,7 @@ impl SiteFactorPlugin for FairwaySiteFactor {
                 if job.end_time() > since && job.end_time() <= now {
                     ended.push(job.job_id());
                 }
-                if job.is_pending() && state.enabled() {
+                if job.is_pending() && enabled {
                     let last = self.added().get(&job.job_id()).copied();
                     if let Some(out) = pass.job(job.job_id(), &job.site_terms_job(), now, job.site_factor(), last) {
                         self.write(job, &out);
