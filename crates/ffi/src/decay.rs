@@ -21,7 +21,7 @@ use slurm_sys as sys;
 use crate::ctld::{ctld, Ctld};
 use crate::job::JobRecord;
 use crate::knobs::Knobs;
-use crate::locks::{walk_prefetched, with_assoc_read};
+use crate::locks::{walk_prefetched, with_assoc_read, Prefetch};
 use crate::reset::ResetClock;
 use crate::state::{read_state, write_state, LAST_RAN, USAGE_ADDED};
 use crate::unix_now as now;
@@ -193,8 +193,8 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
                         let seen = running.insert(Vec::new());
                         // No assoc_mgr lock across this walk: usage accrual takes the write lock.
                         recompute(&mut |eval| {
-                            walk_prefetched(&jobs, |j| {
-                                if accrue(ctld, knobs, j, last_ran, start, seen) {
+                            walk_prefetched(&jobs, Prefetch::WithState, |j| {
+                                if accrue(ctld, knobs, j, last_ran, start, seen) && wants_priority(knobs, j) {
                                     changed |= apply_weighted(knobs, j, start, eval);
                                 }
                             })
@@ -205,19 +205,31 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
             }
             if knobs.fair_tree() {
                 // One job write lock over usage, Fair Tree and priorities (multifactor takes it
-                // twice): no job can come or go in between, so both passes go over the job
-                // pointers collected once.
+                // twice): no job can come or go in between, so the priority walk goes over
+                // the job pointers the accrual walk collected.
                 ctld.with_job_write(|| {
                     let seen = running.insert(Vec::new());
-                    let jobs = ctld.jobs_with(|j| {
+                    // The accrual walk reads each job's state anyway: it picks the jobs that
+                    // get a priority, so the priority walk never fetches the state's cache
+                    // line again (one of the dozen or so it reads per pending job).
+                    let mut priced = Vec::new();
+                    // (Under Fair Tree multifactor prices finished jobs too with CALCULATE_RUNNING.)
+                    ctld.jobs_with(|j| {
                         accrue(ctld, knobs, j, last_ran, start, seen);
+                        if wants_priority(knobs, j) {
+                            priced.push(j);
+                        }
                     });
                     crate::assoc::fair_tree_pass();
                     // assoc_mgr's association and QOS read locks once over the walk rather
                     // than per job (multifactor's way): about a tenth of a pass.
                     let mut changed = false;
                     recompute(&mut |eval| {
-                        with_assoc_read(|| walk_prefetched(&jobs, |j| changed |= apply_weighted(knobs, j, start, eval)))
+                        with_assoc_read(|| {
+                            walk_prefetched(&priced, Prefetch::WithoutState, |j| {
+                                changed |= apply_weighted(knobs, j, start, eval)
+                            })
+                        })
                     });
                     ctld.touch_jobs(changed);
                 });
@@ -270,7 +282,17 @@ fn accrue(ctld: &Ctld, k: Knobs, j: *mut sys::job_record_t, last_ran: i64, start
     more
 }
 
-/// `decay_apply_weighted_factors` (job write lock held): whether the priority changed.
+/// Whether the pass computes the job's priority, by its state: pending (running too with
+/// CALCULATE_RUNNING), not waiting for nodes to power up; as multifactor's
+/// `decay_apply_weighted_factors` (job write lock held).
+fn wants_priority(k: Knobs, j: *mut sys::job_record_t) -> bool {
+    // SAFETY: a job of job_list under the job write lock.
+    let raw = unsafe { &*j };
+    raw.job_state & sys::JOB_POWER_UP_NODE == 0 && (is_pending(raw) || k.calculate_running())
+}
+
+/// `decay_apply_weighted_factors` for a job [`wants_priority`] picked (job write lock
+/// held): whether the priority changed.
 fn apply_weighted(k: Knobs, j: *mut sys::job_record_t, start: i64, eval: &mut Evaluate<'_>) -> bool {
     // SAFETY: a job of job_list under the job write lock.
     let Some(mut job) = (unsafe { JobRecord::from_ptr(j) }) else { return false };
@@ -278,12 +300,10 @@ fn apply_weighted(k: Knobs, j: *mut sys::job_record_t, start: i64, eval: &mut Ev
     if cfg!(feature = "fault-injection") {
         crate::plugin::inject_fault_marked(job.comment().as_deref(), "fairway-test:decay-panic");
     }
-    let raw = job.raw();
-    if raw.priority == 0 || raw.job_state & sys::JOB_POWER_UP_NODE != 0 || (!is_pending(raw) && !k.calculate_running())
-    {
+    let old = job.raw().priority;
+    if old == 0 {
         return false;
     }
-    let old = raw.priority;
     match eval(&mut job, start) {
         Some(new) if !k.incr_only() || old < new => {
             job.raw_mut().priority = new;

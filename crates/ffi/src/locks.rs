@@ -63,36 +63,59 @@ impl Ctld {
 
     /// The jobs of slurmctld's job list (job lock held; valid while it stays held).
     pub(crate) fn jobs(&self) -> Vec<*mut sys::job_record_t> {
-        self.jobs_with(|_| {})
-    }
-
-    /// [`Ctld::jobs`], running `f` on each job [`PREFETCH_AHEAD`] jobs behind the walk
-    /// of the list. The list is a pointer chase, one cache miss per node; a job's state,
-    /// prefetched when its node is reached, arrives while the walk waits on later nodes,
-    /// so `f` (usage accrual: mostly a look at the state) costs little on top.
-    pub(crate) fn jobs_with(&self, mut f: impl FnMut(*mut sys::job_record_t)) -> Vec<*mut sys::job_record_t> {
         let list = self.job_list();
         // SAFETY: slurmctld's job list under the caller's job lock (list_count takes the
         // list's own lock).
         let count = if list.is_null() { 0 } else { unsafe { sys::list_count(list) }.max(0) as usize };
         let mut v = Vec::with_capacity(count);
-        for_each(list, |p| {
+        for_each(list, |p| v.push(p.cast()));
+        v
+    }
+
+    /// Runs `f` on each job of slurmctld's job list, [`PREFETCH_AHEAD`] jobs behind the
+    /// walk of the list. The list is a pointer chase, one cache miss per node; a job's
+    /// state, prefetched when its node is reached, arrives while the walk waits on later
+    /// nodes, so `f` (usage accrual: mostly a look at the state) costs little on top.
+    pub(crate) fn jobs_with(&self, mut f: impl FnMut(*mut sys::job_record_t)) {
+        let mut behind = Behind::<_, PREFETCH_AHEAD>::new();
+        for_each(self.job_list(), |p| {
             let j = p.cast();
             prefetch_job_usage(j);
-            v.push(j);
-            if let Some(behind) = v.len().checked_sub(PREFETCH_AHEAD + 1) {
-                f(v[behind]);
+            if let Some(j) = behind.push(j) {
+                f(j);
             }
         });
-        for &j in &v[v.len().saturating_sub(PREFETCH_AHEAD)..] {
-            f(j);
-        }
-        v
+        behind.rest().for_each(f);
     }
 
     /// Calls `f` on every job of slurmctld's job list (caller holds the job lock).
     pub(crate) fn for_each_job(&self, mut f: impl FnMut(*mut sys::job_record_t)) {
         for_each(self.job_list(), |p| f(p.cast()));
+    }
+}
+
+/// A walk `N` steps behind another, without a copy of the whole: [`push`](Self::push)
+/// gives back what was pushed `N` pushes before, [`rest`](Self::rest) the last `N`.
+struct Behind<T, const N: usize> {
+    ring: [Option<T>; N],
+    pushed: usize,
+}
+
+impl<T: Copy, const N: usize> Behind<T, N> {
+    fn new() -> Self {
+        Self { ring: [None; N], pushed: 0 }
+    }
+
+    fn push(&mut self, x: T) -> Option<T> {
+        let old = self.ring[self.pushed % N].replace(x);
+        self.pushed += 1;
+        old
+    }
+
+    /// What `push` has not given back yet, oldest first.
+    fn rest(self) -> impl Iterator<Item = T> {
+        let (ring, pushed) = (self.ring, self.pushed);
+        (pushed.saturating_sub(N)..pushed).filter_map(move |i| ring[i % N])
     }
 }
 
@@ -168,11 +191,28 @@ pub(crate) fn with_assoc_read<R>(f: impl FnOnce() -> R) -> R {
 /// cache, so without prefetching the walk mostly waits on memory.
 const PREFETCH_AHEAD: usize = 8;
 
+/// Whether a walk's `f` reads the job's state (a cache line of its own) or the walk's
+/// caller already read it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prefetch {
+    /// `f` reads the state too.
+    WithState,
+    /// The state was read before the walk.
+    WithoutState,
+}
+
 /// Calls `f` on each job (job write lock held), prefetching what a priority reads of the
 /// jobs [`PREFETCH_AHEAD`] (and twice that) further on.
-pub(crate) fn walk_prefetched(jobs: &[*mut sys::job_record_t], mut f: impl FnMut(*mut sys::job_record_t)) {
+pub(crate) fn walk_prefetched(
+    jobs: &[*mut sys::job_record_t],
+    what: Prefetch,
+    mut f: impl FnMut(*mut sys::job_record_t),
+) {
     for (i, &j) in jobs.iter().enumerate() {
         if let Some(&ahead) = jobs.get(i + 2 * PREFETCH_AHEAD) {
+            if what == Prefetch::WithState {
+                prefetch_job_usage(ahead);
+            }
             prefetch_job(ahead);
         }
         if let Some(&ahead) = jobs.get(i + PREFETCH_AHEAD) {
@@ -205,7 +245,6 @@ fn prefetch<T>(p: *const T) {
 fn prefetch_job(j: *mut sys::job_record_t) {
     // SAFETY: field addresses of a live job record (no read happens).
     unsafe {
-        prefetch(std::ptr::addr_of!((*j).job_state));
         prefetch(std::ptr::addr_of!((*j).priority));
         prefetch(std::ptr::addr_of!((*j).details));
         prefetch(std::ptr::addr_of!((*j).prio_factors));
@@ -243,6 +282,22 @@ fn prefetch_job_parts(j: *mut sys::job_record_t) {
                 prefetch(bytes.add(off));
             }
             prefetch(bytes.add(std::mem::size_of::<sys::priority_factors_object_t>() - 1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Behind;
+
+    #[test]
+    fn a_walk_behind_sees_every_item_once_in_order() {
+        for n in [0, 1, 3, 4, 5, 17] {
+            let mut b = Behind::<u32, 4>::new();
+            let mut seen: Vec<u32> = (0..n).filter_map(|x| b.push(x)).collect();
+            assert_eq!(seen, (0..n.saturating_sub(4)).collect::<Vec<_>>(), "{n} pushed: 4 behind");
+            seen.extend(b.rest());
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "{n} pushed");
         }
     }
 }

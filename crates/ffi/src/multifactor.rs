@@ -271,6 +271,9 @@ impl JobRecord<'_> {
     /// `PriorityTier` here (in place), as its multifactor does; 24.11 keeps them sorted.
     fn partition_inputs(&mut self, tres_cnt: usize) -> Vec<fairway_core::multifactor::PartitionInput> {
         let j = self.raw_mut();
+        if j.part_ptr_list.is_null() && !multi_qos(j) {
+            return Vec::new(); // most jobs: one partition, one QOS
+        }
         let mut parts: Vec<*mut sys::part_record_t> = Vec::new();
         if !j.part_ptr_list.is_null() {
             // SAFETY: the job's partition list is live under the caller's job write
