@@ -211,9 +211,10 @@ fn run(ctld: &Ctld, stop: &(Mutex<bool>, Condvar), recompute: Recompute, after_p
                     let seen = running.insert(Vec::new());
                     // The accrual walk reads each job's state anyway: it picks the jobs that
                     // get a priority, so the priority walk never fetches the state's cache
-                    // line again (one of the dozen or so it reads per pending job).
+                    // line again (one of the dozen or so it reads per pending job). Unlike the
+                    // classic walk, finished jobs are priced too with CALCULATE_RUNNING, as
+                    // multifactor's Fair Tree pass does.
                     let mut priced = Vec::new();
-                    // (Under Fair Tree multifactor prices finished jobs too with CALCULATE_RUNNING.)
                     ctld.jobs_with(|j| {
                         accrue(ctld, knobs, j, last_ran, start, seen);
                         if wants_priority(knobs, j) {
