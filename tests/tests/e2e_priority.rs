@@ -456,11 +456,11 @@ fn a_starving_large_job_starts_within_its_bound_while_backfill_keeps_the_gpus_bu
     let toml = c.read_file("ctld", FAIRWAY_TOML).unwrap();
     let priority_type = conf.lines().find_map(|l| l.strip_prefix("PriorityType=")).unwrap().to_string();
     let short = toml
-        .replace("max_wait = \"2-00:00:00\"", SHORT_MAX_WAIT)
+        .replace("max_wait = \"3-00:00:00\"", SHORT_MAX_WAIT)
         .replace("min_predicted_limit = \"10:00\"", SHORT_MIN_LIMIT);
     assert!(
         short.contains(SHORT_MAX_WAIT) && short.contains(SHORT_MIN_LIMIT),
-        "the cluster's fairway.toml sets no max_wait of 2 days or predicted limit floor of 10 minutes:\n{toml}"
+        "the cluster's fairway.toml sets no max_wait of 3 days or predicted limit floor of 10 minutes:\n{toml}"
     );
     let _restore = Restore { c: &c, conf: &conf, toml: &toml };
     let _cancel = CancelAll(&c);
