@@ -116,7 +116,11 @@ pub fn recover(recompute: Recompute) {
         let mut changed = false;
         recompute(&mut |eval| {
             ctld.for_each_job(|j| {
-                if decay_apply_new_usage(ctld, knobs, j, LAST_RAN.load(Ordering::Relaxed), start) {
+                // As multifactor's decay_apply_weighted_factors: only the jobs whose state
+                // gets a priority.
+                if decay_apply_new_usage(ctld, knobs, j, LAST_RAN.load(Ordering::Relaxed), start)
+                    && wants_priority(knobs, j)
+                {
                     changed |= apply_weighted(knobs, j, start, eval);
                 }
             })
